@@ -1,0 +1,60 @@
+# imp: `make test` and `make demo` set everything up on a fresh machine.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+# The first Python >= 3.12 we can find (3.11's standard library has a module named `imp`).
+PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
+	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then echo $$p; break; fi; done)
+
+.PHONY: all test test-fast demo lint typecheck bench fmt lock clean
+
+all: test
+
+$(STAMP): pyproject.toml requirements.lock
+	@test -n "$(PYTHON)" || { echo "imp needs Python >= 3.12; none was found on PATH or under ~/.pyenv" >&2; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+demo: $(STAMP)
+	@$(PY) -m imp.demo
+
+lint: $(STAMP)
+	$(PY) -m ruff check imp tests benchmarks docs
+	$(PY) -m ruff format --check imp tests benchmarks docs
+
+fmt: $(STAMP)
+	$(PY) -m ruff check --fix imp tests benchmarks docs
+	$(PY) -m ruff format imp tests benchmarks docs
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+$(BENCH_STAMP): pyproject.toml requirements-bench.lock
+	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-bench.lock
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $(BENCH_STAMP)
+
+# Benchmarks run in their own environment, beside DSPy and pydantic-ai.
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python benchmarks/overhead.py
+
+# Re-pin the lock files from pyproject.toml (needs the registry).
+lock:
+	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
+	/tmp/imp-lock/bin/pip install --quiet -e '.[test,dev]' && /tmp/imp-lock/bin/pip freeze --exclude-editable | grep -v '^imp' > requirements.lock
+	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
+	/tmp/imp-lock/bin/pip install --quiet -e '.[test,bench]' && /tmp/imp-lock/bin/pip freeze --exclude-editable | grep -v '^imp' > requirements-bench.lock
+	rm -rf /tmp/imp-lock
+
+clean:
+	rm -rf $(VENV) $(BENCH_VENV) build *.egg-info

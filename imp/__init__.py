@@ -1,0 +1,67 @@
+"""imp: an async-first runtime for language-model programs and tool-using agents."""
+
+from imp.adapters import Adapter, ChatAdapter, JSONAdapter, XMLAdapter
+from imp.errors import (
+    AdapterParseError,
+    DeadlineExceeded,
+    ImpError,
+    LMError,
+    MissingInputError,
+    ReActStepError,
+    SignatureError,
+)
+from imp.history import History, ToolCall, ToolResult
+from imp.lm import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
+from imp.prediction import Example, Prediction, PredictionMetadata
+from imp.programs import ChainOfThought, Predict, Program, call, call_sync, chain_of_thought, predict
+from imp.runtime.deadline import deadline
+from imp.runtime.trace import inspect_history
+from imp.settings import Settings, configure, context, settings
+from imp.signature import Field, InputField, OutputField, Signature, signature
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LM",
+    "Adapter",
+    "AdapterParseError",
+    "ChainOfThought",
+    "ChatAdapter",
+    "DeadlineExceeded",
+    "Example",
+    "Field",
+    "History",
+    "ImpError",
+    "InputField",
+    "JSONAdapter",
+    "LMCapabilities",
+    "LMError",
+    "LMResponse",
+    "MissingInputError",
+    "OutputField",
+    "Predict",
+    "Prediction",
+    "PredictionMetadata",
+    "Program",
+    "ReActStepError",
+    "ScriptedLM",
+    "Settings",
+    "Signature",
+    "SignatureError",
+    "StaticLM",
+    "StreamEvent",
+    "ToolCall",
+    "ToolResult",
+    "Usage",
+    "XMLAdapter",
+    "call",
+    "call_sync",
+    "chain_of_thought",
+    "configure",
+    "context",
+    "deadline",
+    "inspect_history",
+    "predict",
+    "settings",
+    "signature",
+]

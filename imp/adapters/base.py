@@ -1,0 +1,436 @@
+"""Message assembly every dialect shares: system, demos, history turns, the request; and parsing's last step."""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from imp.errors import AdapterParseError
+from imp.history import History, ToolCall, ToolResult
+from imp.lm.base import Message
+from imp.prediction import Prediction
+from imp.signature import Field, Signature
+from imp.values import CoercionError, coerce_text, coerce_value, render_value
+
+if TYPE_CHECKING:
+    from imp.lm.base import LM
+
+__all__ = [
+    "FORMAT_OPTIONS",
+    "Adapter",
+    "FormatOptions",
+    "format_tool_result",
+    "message_name",
+    "tool_error_text",
+]
+
+FORMAT_OPTIONS = frozenset(
+    {
+        "demos",
+        "response_instruction",
+        "guidance",
+        "agent_line",
+        "omit_empty_request",
+        "output_renderer",
+        "input_section_renderer",
+        "system_renderer",
+        "tool_result_renderer",
+        "history_note_renderer",
+    }
+)
+"""The options `Adapter.format` reads; any other key is ignored."""
+
+DEFAULT_AGENT_LINE = "You are an Agent. Use the supplied tools to gather information and take actions."
+INCOMPLETE_DEMO_PREFIX = "This is an example of the task, though some input or output fields are not supplied."
+MISSING_IN_DEMO = "Not supplied for this particular example. "
+MISSING_IN_HISTORY = "Not supplied for this conversation history message. "
+_UNSET: Any = object()
+_NAME_KEYS = ("user_name", "assistant_name")
+
+
+@dataclass(frozen=True, slots=True)
+class FormatOptions:
+    """The format options of seed 000, read once from a mapping (unknown keys ignored)."""
+
+    demos: Sequence[Mapping[str, Any]] = ()
+    response_instruction: bool = True
+    guidance: Mapping[str, Any] | None = None
+    agent_line: str | None = DEFAULT_AGENT_LINE
+    omit_empty_request: bool = False
+    output_renderer: Callable[..., str] | None = None
+    input_section_renderer: Callable[[Field, str], str] | None = None
+    system_renderer: Callable[[Signature, dict[str, Any]], str] | None = None
+    tool_result_renderer: Callable[[ToolResult, dict[str, Any]], str] | None = None
+    history_note_renderer: Callable[[Signature, Mapping[str, Any]], str | None] | None = None
+
+    @classmethod
+    def read(cls, options: Mapping[str, Any] | None) -> FormatOptions:
+        """Read the known keys of a mapping; anything that is not a mapping is refused."""
+        if options is None:
+            return _DEFAULT_OPTIONS
+        if not isinstance(options, Mapping):
+            raise TypeError(f"adapter options must be a mapping, got {type(options).__name__}")
+        known = {k: v for k, v in options.items() if k in FORMAT_OPTIONS}
+        if not known:
+            return _DEFAULT_OPTIONS
+        if "demos" in known:
+            known["demos"] = tuple(known["demos"] or ())
+        if "agent_line" in known and known["agent_line"] is not None and not isinstance(known["agent_line"], str):
+            raise TypeError("agent_line is a string, or None to leave the line out")
+        return cls(**known)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as a plain dict, for renderers."""
+        return {name: getattr(self, name) for name in FORMAT_OPTIONS}
+
+
+_DEFAULT_OPTIONS = FormatOptions()
+
+
+def message_name(value: Any) -> str | None:
+    """A participant name is used only when it is a non-empty string."""
+    return value if isinstance(value, str) and value else None
+
+
+def tool_error_text(result: ToolResult) -> str:
+    """The sentence a failed call's observation carries, without the `Error: ` prefix."""
+    return result.error or f"{result.name} did not return a result ({result.outcome})."
+
+
+def format_tool_result(result: ToolResult) -> str:
+    """The text the model reads for one tool result."""
+    if not result.ok:
+        return "Error: " + tool_error_text(result)
+    return render_value(result.result)
+
+
+def _arity(fn: Callable[..., Any]) -> int:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 3
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return 4
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+class Adapter(abc.ABC):
+    """Turns a signature plus inputs into chat messages, and a reply back into validated fields."""
+
+    name: str = "Adapter"
+
+    # --- dialect hooks -------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
+        """The system message this dialect writes."""
+
+    @abc.abstractmethod
+    def input_section(self, field: Field, formatted_value: str) -> str:
+        """One input's section in a user message."""
+
+    @abc.abstractmethod
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+        """An assistant message holding outputs (demos and history turns)."""
+
+    @abc.abstractmethod
+    def response_instruction(self, signature: Signature) -> str | None:
+        """The reminder at the end of the request of how to answer, or None."""
+
+    @abc.abstractmethod
+    def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
+        """Read completion text into output fields (coerced and completed)."""
+
+    @property
+    def fallback(self) -> Adapter | None:
+        """The adapter asked once more when this one cannot parse a reply (None: no fallback)."""
+        return None
+
+    def request_options(self, signature: Signature, lm: LM | None) -> dict[str, Any]:
+        """Request options this dialect adds for an LM (structured output); none by default."""
+        return {}
+
+    # --- formatting ----------------------------------------------------------------------
+
+    def format(self, signature: Signature, inputs: Mapping[str, Any], **options: Any) -> list[Message]:
+        """The messages for one request: system, demos, history turns, then the request."""
+        return self.format_with(signature, inputs, FormatOptions.read(options))
+
+    def format_with(self, signature: Signature, inputs: Mapping[str, Any], opts: FormatOptions) -> list[Message]:
+        """`format` with options already read."""
+        history_name = signature.history_field
+        task = signature.without(history_name) if history_name else signature
+        messages: list[Message] = [{"role": "system", "content": self.system_text(task, opts)}]
+        if opts.demos:
+            messages.extend(self.format_demos(task, opts.demos, opts))
+        if history_name is not None:
+            history = inputs.get(history_name)
+            if history is not None:
+                if not isinstance(history, History):
+                    history = History(history)
+                messages.extend(self.format_history(task, history, opts))
+        content = self.user_content(task, inputs, opts, main_request=True)
+        if content or not opts.omit_empty_request:
+            message: Message = {"role": "user", "content": content}
+            name = message_name(inputs.get("user_name")) if "user_name" not in signature.fields else None
+            if name:
+                message["name"] = name
+            messages.append(message)
+        return messages
+
+    def system_text(self, signature: Signature, opts: FormatOptions) -> str:
+        """The system message, through `system_renderer` when one is given."""
+        if opts.system_renderer is None:
+            return self.default_system(signature, opts.as_dict())
+        render_opts = opts.as_dict()
+        render_opts["default_system"] = self.default_system
+        return opts.system_renderer(signature, render_opts)
+
+    def render_section(self, field: Field, value: Any, opts: FormatOptions) -> str:
+        """One input section, through `input_section_renderer` when one is given."""
+        formatted = render_value(value, field)
+        if opts.input_section_renderer is not None:
+            return opts.input_section_renderer(field, formatted)
+        return self.input_section(field, formatted)
+
+    def user_content(
+        self,
+        signature: Signature,
+        values: Mapping[str, Any],
+        opts: FormatOptions,
+        *,
+        prefix: str = "",
+        main_request: bool = False,
+    ) -> str:
+        """A user message: the inputs present, then (for the request) how to answer."""
+        parts = [prefix]
+        for name, field in signature.inputs.items():
+            if name in values and values[name] is not None:
+                parts.append(self.render_section(field, values[name], opts))
+        if main_request and opts.response_instruction:
+            instruction = self.response_instruction(signature)
+            if instruction:
+                parts.append(instruction)
+        return "\n\n".join(p for p in parts if p).strip()
+
+    def render_outputs(
+        self, signature: Signature, outputs: Mapping[str, Any], missing_message: str, opts: FormatOptions
+    ) -> str:
+        """An assistant message with outputs, through `output_renderer` when one is given."""
+        renderer = opts.output_renderer
+        if renderer is None:
+            return self.default_outputs(signature, outputs, missing_message)
+        if _arity(renderer) >= 4:
+            render_opts = opts.as_dict()
+            render_opts["default_outputs"] = self.default_outputs
+            return renderer(signature, outputs, missing_message, render_opts)
+        return renderer(signature, outputs, missing_message)
+
+    def format_demos(
+        self, signature: Signature, demos: Sequence[Mapping[str, Any]], opts: FormatOptions
+    ) -> list[Message]:
+        """Demos as user/assistant pairs: incomplete ones (marked) first, then complete ones."""
+        complete: list[Mapping[str, Any]] = []
+        incomplete: list[Mapping[str, Any]] = []
+        for demo in demos:
+            if all(k in demo and demo[k] is not None for k in signature.fields):
+                complete.append(demo)
+            elif any(k in demo for k in signature.inputs) and any(k in demo for k in signature.outputs):
+                incomplete.append(demo)
+        messages: list[Message] = []
+        for demo in incomplete:
+            messages.append(
+                {"role": "user", "content": self.user_content(signature, demo, opts, prefix=INCOMPLETE_DEMO_PREFIX)}
+            )
+            outputs = {k: demo[k] for k in signature.outputs if k in demo}
+            messages.append({"role": "assistant", "content": self.render_outputs(signature, outputs, MISSING_IN_DEMO, opts)})
+        for demo in complete:
+            messages.append({"role": "user", "content": self.user_content(signature, demo, opts)})
+            outputs = {k: demo[k] for k in signature.outputs}
+            messages.append(
+                {"role": "assistant", "content": self.render_outputs(signature, outputs, MISSING_IN_HISTORY, opts)}
+            )
+        return messages
+
+    def format_history(self, signature: Signature, history: History, opts: FormatOptions) -> list[Message]:
+        """Each turn as earlier messages (native tool turns as tool calls), each followed by its note."""
+        messages: list[Message] = []
+        for turn in history:
+            if "tool_calls" in turn:
+                messages.extend(self.format_tool_turn(signature, turn, opts))
+            else:
+                messages.extend(self.format_field_turn(signature, turn, opts))
+            if opts.history_note_renderer is not None:
+                note = opts.history_note_renderer(signature, turn)
+                if note:
+                    messages.append({"role": "user", "content": note})
+        return messages
+
+    def format_field_turn(self, signature: Signature, turn: Mapping[str, Any], opts: FormatOptions) -> list[Message]:
+        """A signature-shaped turn: its inputs as a user message, its outputs as the assistant's."""
+        messages: list[Message] = []
+        content = self.user_content(signature, turn, opts)
+        if content:
+            user: Message = {"role": "user", "content": content}
+            if "user_name" not in signature.fields and (name := message_name(turn.get("user_name"))):
+                user["name"] = name
+            messages.append(user)
+        outputs = {k: turn[k] for k in signature.outputs if k in turn}
+        if outputs:
+            text = self.render_outputs(signature, outputs, MISSING_IN_HISTORY, opts)
+            assistant: Message = {"role": "assistant", "content": text}
+            if "assistant_name" not in signature.fields and (name := message_name(turn.get("assistant_name"))):
+                assistant["name"] = name
+            messages.append(assistant)
+        return messages
+
+    def format_tool_turn(self, signature: Signature, turn: Mapping[str, Any], opts: FormatOptions) -> list[Message]:
+        """A native tool step: inputs (if any), the assistant's thought and calls, one tool message per result."""
+        messages: list[Message] = []
+        content = self.user_content(signature, turn, opts)
+        if content:
+            user: Message = {"role": "user", "content": content}
+            if "user_name" not in signature.fields and (name := message_name(turn.get("user_name"))):
+                user["name"] = name
+            messages.append(user)
+        calls: Sequence[ToolCall] = turn.get("tool_calls") or ()
+        thought = turn.get("next_thought")
+        if calls:
+            assistant: Message = {
+                "role": "assistant",
+                "content": thought or "",
+                "tool_calls": [openai_tool_call(c) for c in calls],
+            }
+        elif thought:
+            assistant = {"role": "assistant", "content": thought}
+        else:
+            outputs = {k: turn[k] for k in signature.outputs if k in turn}
+            if not outputs:
+                return messages
+            assistant = {"role": "assistant", "content": self.render_outputs(signature, outputs, MISSING_IN_HISTORY, opts)}
+        if "assistant_name" not in signature.fields and (name := message_name(turn.get("assistant_name"))):
+            assistant["name"] = name
+        messages.append(assistant)
+        results = {r.id: r for r in turn.get("tool_call_results") or ()}
+        for call in calls:
+            result = results.get(call.id)
+            if result is None:
+                continue
+            if opts.tool_result_renderer is not None:
+                text = opts.tool_result_renderer(result, {"id": call.id, "name": call.name})
+            else:
+                text = format_tool_result(result)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+        return messages
+
+    # --- parsing -------------------------------------------------------------------------
+
+    def parse(self, signature: Signature, completion: str | Mapping[str, Any] | Prediction) -> dict[str, Any]:
+        """The output fields of a reply (text, a mapping of fields, or a Prediction)."""
+        if isinstance(completion, Prediction):
+            return self.parse_mapping(signature, completion.fields)
+        if isinstance(completion, Mapping):
+            return self.parse_mapping(signature, completion)
+        if not isinstance(completion, str):
+            raise TypeError(f"a completion is text, a mapping or a Prediction, got {type(completion).__name__}")
+        return self.parse_text(signature, completion)
+
+    def parse_mapping(self, signature: Signature, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Coerce and complete a mapping of output fields."""
+        present = {k: v for k, v in values.items() if k in signature.outputs}
+        return self.complete(signature, present, completion=values, coerce=coerce_value)
+
+    def complete(
+        self,
+        signature: Signature,
+        found: Mapping[str, Any],
+        *,
+        completion: str | Mapping[str, Any],
+        coerce: Callable[[Field, Any], Any] = coerce_text,
+    ) -> dict[str, Any]:
+        """Coerce each found value; fill absent outputs from defaults or None; refuse what is missing."""
+        if not found:
+            names = list(signature.outputs)
+            raise AdapterParseError(
+                "the reply has no output fields at all (expected " + ", ".join(f"`{n}`" for n in names) + ")",
+                adapter=self.name,
+                fields=names,
+                completion=completion,
+            )
+        out: dict[str, Any] = {}
+        missing: list[str] = []
+        for name, field in signature.outputs.items():
+            if name in found:
+                try:
+                    out[name] = coerce(field, found[name])
+                except CoercionError as exc:
+                    raise AdapterParseError(
+                        str(exc), adapter=self.name, fields=[name], completion=completion, parsed=out,
+                        value=exc.value, reason=exc.reason,
+                    ) from None
+            elif field.has_default:
+                out[name] = field.default
+            elif field.optional:
+                out[name] = None
+            else:
+                missing.append(name)
+        if missing:
+            raise AdapterParseError(
+                "missing output field(s): " + ", ".join(f"`{n}`" for n in missing),
+                adapter=self.name,
+                fields=missing,
+                completion=completion,
+                parsed=out,
+            )
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def openai_tool_call(call: ToolCall) -> dict[str, Any]:
+    """A tool call in the OpenAI message shape (arguments as a JSON string)."""
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments), ensure_ascii=False)},
+    }
+
+
+def objective(instructions: str) -> str:
+    """DSPy's objective line: the instructions dedented, each line on its own indented line."""
+    import textwrap
+
+    lines = textwrap.dedent(instructions).splitlines()
+    return "In adhering to this structure, your objective is: " + ("\n" + " " * 8).join(["", *lines])
+
+
+def guidance_lines(signature: Signature, guidance: Mapping[str, Any] | None, agent_line: str | None) -> list[str]:
+    """The loop's guidance as instruction lines (seed 001): agent line, when to call, how to finish, the tools."""
+    if not guidance:
+        return []
+    lines: list[str] = []
+    if agent_line:
+        lines.append(agent_line)
+    lines.append("Call tools when more information is needed.")
+    submit = guidance.get("submit_tool")
+    finish_tools = list(guidance.get("finish_tools") or ())
+    if submit:
+        outputs = ", ".join(f"`{n}`" for n in guidance.get("output_names") or signature.outputs)
+        lines.append(f"When the final answer is ready, call `{submit}` with {outputs}.")
+    elif finish_tools:
+        names = " or ".join(f"`{n}`" for n in finish_tools)
+        lines.append(f"To end the turn, call {names}.")
+    else:
+        lines.append("When the final answer is ready, write it as plain text without calling a tool.")
+        answer_desc = guidance.get("answer_desc")
+        if answer_desc:
+            lines.append(str(answer_desc))
+    tools = list(guidance.get("tool_names") or ())
+    if tools:
+        lines.append("The available tools are: " + ", ".join(f"`{t}`" for t in tools) + ".")
+    return lines

@@ -1,0 +1,161 @@
+"""The Chat adapter (seed 000): fields labelled with `[[ ## name ## ]]` markers."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, guidance_lines, objective
+from imp.signature import Field, Signature
+from imp.values import format_requirement, load_json_object, render_value, type_name, value_note
+
+__all__ = ["ChatAdapter", "field_descriptions", "split_sections"]
+
+_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
+_CONSTRAINT_WORDS = (
+    ("gt", "greater than"),
+    ("ge", "greater than or equal to"),
+    ("lt", "less than"),
+    ("le", "less than or equal to"),
+    ("min_length", "minimum length"),
+    ("max_length", "maximum length"),
+    ("multiple_of", "a multiple of"),
+    ("pattern", "matching the pattern"),
+)
+_STRUCTURE_LEAD = "All interactions will be structured in the following way, with the appropriate values filled in."
+_INPUTS_LEAD = "Inputs will be structured in the following way, with the appropriate values filled in."
+
+
+def _constraint_text(field: Field) -> str:
+    words = [f"{phrase}: {field.constraints[key]}" for key, phrase in _CONSTRAINT_WORDS if key in field.constraints]
+    return "\nConstraints: " + ", ".join(words) if words else ""
+
+
+def field_descriptions(fields: Mapping[str, Field]) -> str:
+    """`1. \\`name\\` (type): description` lines, numbered."""
+    lines = [
+        f"{i}. `{name}` ({type_name(f.annotation)}): {f.desc}{_constraint_text(f)}"
+        for i, (name, f) in enumerate(fields.items(), start=1)
+    ]
+    return "\n".join(lines).strip()
+
+
+def _placeholder(field: Field) -> str:
+    note = value_note(field)
+    return f"{{{field.name}}}" + (" " * 8 + f"# note: the value you produce {note}" if note else "")
+
+
+def _sections_text(fields: Mapping[str, Field]) -> str:
+    return "\n\n".join(f"[[ ## {name} ## ]]\n{_placeholder(f)}" for name, f in fields.items())
+
+
+def split_sections(text: str) -> list[tuple[str | None, str]]:
+    """Split a reply on marker lines: (field name or None for text before any marker, body)."""
+    sections: list[tuple[str | None, list[str]]] = [(None, [])]
+    for line in text.splitlines():
+        stripped = line.strip()
+        match = _HEADER.match(stripped)
+        if match:
+            rest = stripped[match.end() :].strip()
+            sections.append((match.group(1), [rest] if rest else []))
+        else:
+            sections[-1][1].append(line)
+    return [(name, "\n".join(lines).strip()) for name, lines in sections]
+
+
+def _tries_fields(signature: Signature, text: str) -> bool:
+    """Whether a reply tried to answer in fields: a marker line, an output's tag, or JSON with an output key."""
+    if any(_HEADER.match(line.strip()) for line in text.splitlines()):
+        return True
+    for name in signature.outputs:
+        if re.search(rf"<{re.escape(name)}(\s[^>]*)?>", text):
+            return True
+    start, end = text.find("{"), text.rfind("}")
+    if start != -1 and end > start:
+        try:
+            found = load_json_object(text[start : end + 1])
+        except ValueError:
+            return False
+        return any(k in signature.outputs for k in found)
+    return False
+
+
+class ChatAdapter(Adapter):
+    """The default dialect: `[[ ## field ## ]]` sections, ending with `[[ ## completed ## ]]`."""
+
+    name = "ChatAdapter"
+
+    def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
+        guidance = options.get("guidance")
+        agent_line = options.get("agent_line", DEFAULT_AGENT_LINE)
+        instructions = "\n".join([signature.instructions, *guidance_lines(signature, guidance, agent_line)])
+        if guidance and guidance.get("text_answer"):
+            return (
+                f"Your input fields are:\n{field_descriptions(signature.inputs)}\n"
+                f"{_INPUTS_LEAD}\n\n{_sections_text(signature.inputs)}\n\n"
+                f"{objective(instructions)}"
+            )
+        description = (
+            f"Your input fields are:\n{field_descriptions(signature.inputs)}\n"
+            f"Your output fields are:\n{field_descriptions(signature.outputs)}"
+        )
+        structure = "\n\n".join(
+            [_STRUCTURE_LEAD, _sections_text(signature.inputs), _sections_text(signature.outputs), "[[ ## completed ## ]]\n"]
+        ).strip()
+        return f"{description}\n{structure}\n{objective(instructions)}"
+
+    def system_text(self, signature: Signature, opts: Any) -> str:
+        if opts.system_renderer is None and opts.guidance is None and opts.agent_line == DEFAULT_AGENT_LINE:
+            cached = signature.__dict__.get("_imp_chat_system")
+            if cached is None:
+                cached = self.default_system(signature, {})
+                signature.__dict__["_imp_chat_system"] = cached
+            return str(cached)
+        return super().system_text(signature, opts)
+
+    def input_section(self, field: Field, formatted_value: str) -> str:
+        return f"[[ ## {field.name} ## ]]\n{formatted_value}"
+
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+        sections = [
+            f"[[ ## {name} ## ]]\n{render_value(outputs[name], f) if name in outputs else missing_message}"
+            for name, f in signature.outputs.items()
+        ]
+        return "\n\n".join(sections).strip() + "\n\n[[ ## completed ## ]]\n"
+
+    def response_instruction(self, signature: Signature) -> str | None:
+        cached = signature.__dict__.get("_imp_chat_instruction")
+        if cached is None:
+            parts = []
+            for name, f in signature.outputs.items():
+                requirement = format_requirement(f)
+                parts.append(f"`[[ ## {name} ## ]]`" + (f" (must be formatted as {requirement})" if requirement else ""))
+            cached = (
+                "Respond with the corresponding output fields, starting with the field "
+                + ", then ".join(parts)
+                + ", and then ending with the marker for `[[ ## completed ## ]]`."
+            )
+            signature.__dict__["_imp_chat_instruction"] = cached
+        return str(cached)
+
+    def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
+        text_field = signature.metadata.get("text_field")
+        if (
+            isinstance(text_field, str)
+            and text_field in signature.outputs
+            and text.strip()
+            and not _tries_fields(signature, text)
+        ):
+            return self.complete(signature, {text_field: text.strip()}, completion=text)
+        found: dict[str, str] = {}
+        for name, body in split_sections(text):
+            if name is not None and name in signature.outputs and name not in found:
+                found[name] = body
+        return self.complete(signature, found, completion=text)
+
+    @property
+    def fallback(self) -> Adapter | None:
+        from imp.adapters.json import JSONAdapter
+
+        return JSONAdapter()

@@ -1,0 +1,194 @@
+"""History (conversation turns), ToolCall and ToolResult: the record a program replays."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, overload
+
+from imp._redact import redact
+
+__all__ = ["History", "ToolCall", "ToolOutcome", "ToolResult"]
+
+ToolOutcome = Literal["result", "refused", "auth_refused", "not_sent", "unknown"]
+"""How a tool call ended: it ran, it was refused before running, authorization refused it,
+it was never sent, or its fate is unknown (it raised, timed out or was cancelled)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One native tool call the model made: its id, the tool's name and its JSON arguments."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def dump(self) -> dict[str, Any]:
+        """A JSON-friendly copy."""
+        return {"id": self.id, "name": self.name, "arguments": _plain(self.arguments)}
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any]) -> ToolCall:
+        """Read a call from its dump, or from an OpenAI-shaped or loosely named mapping."""
+        fn = data.get("function")
+        source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else data
+        name = source.get("name") or source.get("tool") or source.get("recipient_name") or ""
+        args = source.get("arguments", source.get("args", source.get("parameters", {})))
+        if isinstance(args, str):
+            from imp.values import load_json_object
+
+            args = load_json_object(args)
+        return cls(id=str(data.get("id") or ""), name=str(name), arguments=dict(args or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The result of one tool call, matched to the call by id, with its outcome."""
+
+    id: str
+    name: str
+    result: Any = None
+    outcome: ToolOutcome = "result"
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the tool ran and returned a result."""
+        return self.outcome == "result" and self.error is None
+
+    def dump(self) -> dict[str, Any]:
+        """A JSON-friendly copy."""
+        out: dict[str, Any] = {"id": self.id, "name": self.name, "result": _plain(self.result), "outcome": self.outcome}
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any]) -> ToolResult:
+        """Read a result from its dump."""
+        outcome = data.get("outcome", "result")
+        if outcome not in ("result", "refused", "auth_refused", "not_sent", "unknown"):
+            raise ValueError(f"unknown tool outcome {outcome!r}")
+        return cls(
+            id=str(data.get("id", "")),
+            name=str(data.get("name", "")),
+            result=data.get("result"),
+            outcome=outcome,
+            error=data.get("error"),
+        )
+
+
+Turn = Mapping[str, Any]
+
+
+class History(Sequence[Turn]):
+    """An immutable list of turns: signature-shaped field mappings, or ReAct steps.
+
+    A turn may also hold `user_name` / `assistant_name` (message names, never rendered as
+    fields), and a native tool step holds `next_thought`, `tool_calls` and `tool_call_results`.
+    """
+
+    __slots__ = ("_turns",)
+
+    def __init__(self, turns: Iterable[Turn] = ()) -> None:
+        frozen: list[Turn] = []
+        for turn in turns:
+            if not isinstance(turn, Mapping):
+                raise TypeError(f"a history turn must be a mapping of fields, got {type(turn).__name__}")
+            frozen.append(MappingProxyType(_freeze_turn(turn)))
+        self._turns: tuple[Turn, ...] = tuple(frozen)
+
+    @property
+    def messages(self) -> tuple[Turn, ...]:
+        """The turns, oldest first."""
+        return self._turns
+
+    @overload
+    def __getitem__(self, index: int) -> Turn: ...
+    @overload
+    def __getitem__(self, index: slice) -> History: ...
+    def __getitem__(self, index: int | slice) -> Turn | History:
+        if isinstance(index, slice):
+            return History(self._turns[index])
+        return self._turns[index]
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    def __iter__(self) -> Iterator[Turn]:
+        return iter(self._turns)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, History):
+            return NotImplemented
+        return [dict(t) for t in self._turns] == [dict(t) for t in other._turns]
+
+    def __hash__(self) -> int:
+        return hash(len(self._turns))
+
+    def __repr__(self) -> str:
+        return f"History({len(self._turns)} turns)"
+
+    def append(self, turn: Turn) -> History:
+        """A new history with one more turn at the end."""
+        return History((*self._turns, turn))
+
+    def extend(self, turns: Iterable[Turn]) -> History:
+        """A new history with these turns at the end."""
+        return History((*self._turns, *turns))
+
+    def redact(self) -> History:
+        """A copy safe for logs: secrets replaced by key name and by value shape."""
+        return History.load(redact(self.dump()))
+
+    def dump(self) -> dict[str, Any]:
+        """A JSON-friendly copy: `{"type": "history", "messages": [...]}`."""
+        return {"type": "history", "messages": [_dump_turn(t) for t in self._turns]}
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> History:
+        """Read a history from `dump()` output (or from a plain list of turns)."""
+        if isinstance(data, Mapping):
+            if data.get("type") != "history" or not isinstance(data.get("messages"), list):
+                raise ValueError('a history dump is {"type": "history", "messages": [...]}')
+            raw = data["messages"]
+        else:
+            raw = list(data)
+        return cls(_load_turn(t) for t in raw)
+
+
+def _freeze_turn(turn: Turn) -> dict[str, Any]:
+    out = dict(turn)
+    for key in ("tool_calls", "tool_call_results"):
+        if key in out and isinstance(out[key], list):
+            out[key] = tuple(out[key])
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, ToolCall | ToolResult):
+        return value.dump()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, _dt.datetime | _dt.date):
+        return value.isoformat()
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return value
+
+
+def _dump_turn(turn: Turn) -> dict[str, Any]:
+    return {str(k): _plain(v) for k, v in turn.items()}
+
+
+def _load_turn(data: Mapping[str, Any]) -> dict[str, Any]:
+    turn = dict(data)
+    if "tool_calls" in turn and turn["tool_calls"] is not None:
+        turn["tool_calls"] = tuple(ToolCall.load(c) for c in turn["tool_calls"])
+    if "tool_call_results" in turn and turn["tool_call_results"] is not None:
+        turn["tool_call_results"] = tuple(ToolResult.load(r) for r in turn["tool_call_results"])
+    return turn

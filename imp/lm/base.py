@@ -1,0 +1,135 @@
+"""The LM protocol: what every model client takes (messages, options) and returns (LMResponse)."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from imp.history import ToolCall
+
+__all__ = [
+    "LM",
+    "LMCapabilities",
+    "LMResponse",
+    "Message",
+    "ResponseFormatSupport",
+    "StreamEvent",
+    "Usage",
+]
+
+Message = dict[str, Any]
+"""An OpenAI-style chat message: `role`, `content`, and where they apply `name`,
+`tool_calls` (OpenAI-shaped dicts) and `tool_call_id`."""
+
+ResponseFormatSupport = Literal["none", "json_object", "json_schema"]
+"""How much structured output an LM accepts through `response_format`."""
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts (and provider-reported cost) of one or more LM calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: float | None = None
+    requests: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cost=cost,
+            requests=self.requests + other.requests,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class LMCapabilities:
+    """What an LM can take: native tools, `tool_choice` forms, structured output."""
+
+    tool_calling: bool = True
+    named_tool_choice: bool = True
+    response_format: ResponseFormatSupport = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class LMResponse:
+    """One normalised LM reply, whatever the provider."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    fields: Mapping[str, Any] | None = None
+    """Output fields given directly as a mapping (a scripted step, or a structured reply)."""
+    reasoning: str | None = None
+    reasoning_data: Any = None
+    """The provider's own reasoning payload, kept verbatim to continue a turn."""
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = "stop"
+    model: str | None = None
+    request_id: str | None = None
+    cache_hit: bool = False
+    raw: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One streamed delta (`text`, `reasoning`, `tool_call`) or the final event with the response."""
+
+    kind: Literal["text", "reasoning", "tool_call", "final"]
+    delta: str = ""
+    index: int | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    response: LMResponse | None = None
+
+
+class LM(abc.ABC):
+    """A language model client. Subclasses implement `request` (and may implement `stream`)."""
+
+    provider: str = "lm"
+    model: str = "unknown"
+    capabilities: LMCapabilities = LMCapabilities()
+
+    @abc.abstractmethod
+    async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:
+        """Send one request and return the normalised response."""
+
+    async def stream(self, messages: Sequence[Message], **options: Any) -> AsyncIterator[StreamEvent]:
+        """Yield deltas, then one final event holding the whole response.
+
+        The default sends one ordinary request and yields its text as one delta.
+        """
+        response = await self.request(messages, **options)
+        if response.reasoning:
+            yield StreamEvent(kind="reasoning", delta=response.reasoning)
+        if response.text:
+            yield StreamEvent(kind="text", delta=response.text)
+        for index, call in enumerate(response.tool_calls):
+            yield StreamEvent(kind="tool_call", index=index, tool_name=call.name, tool_call_id=call.id)
+        yield StreamEvent(kind="final", response=response)
+
+    async def aclose(self) -> None:
+        """Release connections; the default holds none."""
+
+    async def __aenter__(self) -> LM:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.provider}:{self.model})"

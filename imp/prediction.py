@@ -1,0 +1,212 @@
+"""Prediction (a program's outputs plus metadata) and Example (a labelled data point)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from imp.history import History, ToolCall
+from imp.lm.base import Usage
+
+__all__ = ["Example", "Prediction", "PredictionMetadata"]
+
+
+@dataclass(frozen=True, slots=True)
+class PredictionMetadata:
+    """How a prediction came about: the loop's account, usage, and what the provider said."""
+
+    history: History | None = None
+    termination_reason: str | None = None
+    termination_cause: str | None = None
+    termination_error: Any = None
+    finished_by_tool: str | None = None
+    unexecuted_tool_calls: tuple[ToolCall, ...] = ()
+    context_projection: Mapping[str, Any] | None = None
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    usage_by_model: Mapping[str, Usage] | None = None
+    adapter: str | None = None
+    json_fallback: bool = False
+    lm_calls: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in _METADATA_KEYS:
+            return getattr(self, key)
+        return self.extra[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value under `key`, or `default`."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def replace(self, **changes: Any) -> PredictionMetadata:
+        """A copy with some keys changed."""
+        return replace(self, **changes)
+
+
+_METADATA_KEYS = frozenset(f.name for f in fields(PredictionMetadata)) - {"extra"}
+
+
+class Prediction:
+    """A program's output fields (as attributes and items) and its metadata."""
+
+    __slots__ = ("_fields", "_metadata", "_complete")
+
+    def __init__(
+        self,
+        fields: Mapping[str, Any] | None = None,
+        metadata: PredictionMetadata | None = None,
+        *,
+        complete: bool = True,
+    ) -> None:
+        object.__setattr__(self, "_fields", dict(fields or {}))
+        object.__setattr__(self, "_metadata", metadata or PredictionMetadata())
+        object.__setattr__(self, "_complete", complete)
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The output fields (a copy)."""
+        return dict(self._fields)
+
+    @property
+    def metadata(self) -> PredictionMetadata:
+        """The loop's account, usage and provider details; never mixed with the outputs."""
+        return self._metadata
+
+    @property
+    def complete(self) -> bool:
+        """False exactly when the turn has no answer."""
+        return self._complete
+
+    def __getattr__(self, name: str) -> Any:
+        fields_ = object.__getattribute__(self, "_fields")
+        try:
+            return fields_[name]
+        except KeyError:
+            known = ", ".join(fields_) or "none"
+            raise AttributeError(f"this prediction has no field {name!r} (fields: {known})") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a Prediction is immutable")
+
+    def __getitem__(self, name: str) -> Any:
+        return self._fields[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._fields
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The field's value, or `default`."""
+        return self._fields.get(name, default)
+
+    def keys(self) -> list[str]:
+        """The output field names."""
+        return list(self._fields)
+
+    def items(self) -> list[tuple[str, Any]]:
+        """The output fields as pairs."""
+        return list(self._fields.items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Prediction):
+            return self._fields == other._fields and self._complete == other._complete
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v!r}" for k, v in self._fields.items())
+        tail = "" if self._complete else ", complete=False"
+        return f"Prediction({body}{tail})"
+
+
+class Example:
+    """A data point: fields, and which of them are the inputs (`with_inputs`)."""
+
+    __slots__ = ("_fields", "_input_keys")
+
+    def __init__(self, base: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
+        object.__setattr__(self, "_fields", {**dict(base or {}), **fields})
+        object.__setattr__(self, "_input_keys", None)
+
+    def with_inputs(self, *names: str) -> Example:
+        """A copy that marks these fields as the inputs; the rest are labels."""
+        unknown = [n for n in names if n not in self._fields]
+        if unknown:
+            raise KeyError(f"with_inputs names fields this example does not have: {unknown}")
+        copy = Example(self._fields)
+        object.__setattr__(copy, "_input_keys", tuple(names))
+        return copy
+
+    def _keys(self) -> tuple[str, ...]:
+        if self._input_keys is None:
+            raise ValueError("this example has no declared inputs; call .with_inputs('field', ...) first")
+        return self._input_keys
+
+    def inputs(self) -> dict[str, Any]:
+        """The input fields."""
+        return {k: self._fields[k] for k in self._keys()}
+
+    def labels(self) -> dict[str, Any]:
+        """The fields that are not inputs."""
+        keys = self._keys()
+        return {k: v for k, v in self._fields.items() if k not in keys}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field."""
+        return dict(self._fields)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return object.__getattribute__(self, "_fields")[name]
+        except KeyError:
+            raise AttributeError(f"this example has no field {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("an Example is immutable")
+
+    def __getitem__(self, name: str) -> Any:
+        return self._fields[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._fields
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The field's value, or `default`."""
+        return self._fields.get(name, default)
+
+    def keys(self) -> list[str]:
+        """The field names."""
+        return list(self._fields)
+
+    def items(self) -> list[tuple[str, Any]]:
+        """The fields as pairs."""
+        return list(self._fields.items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Example):
+            return self._fields == other._fields and self._input_keys == other._input_keys
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v!r}" for k, v in self._fields.items())
+        marks = f", inputs={list(self._input_keys)}" if self._input_keys is not None else ""
+        return f"Example({body}{marks})"

@@ -1,0 +1,195 @@
+"""Predict and ChainOfThought: one formatted request, one parsed reply, and the JSON fallback."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from imp.adapters.base import Adapter, FormatOptions
+from imp.adapters.chat import ChatAdapter
+from imp.errors import AdapterParseError, ImpError, LMError, MissingInputError
+from imp.lm.base import LM, LMResponse, Message
+from imp.prediction import Prediction, PredictionMetadata
+from imp.programs.base import Program
+from imp.runtime.trace import record_exchange
+from imp.runtime.usage import record_usage, track_usage
+from imp.settings import settings
+from imp.signature import Signature, SignatureLike, as_signature
+
+__all__ = ["ChainOfThought", "Predict", "chain_of_thought", "predict", "resolve_lm"]
+
+_DEFAULT_ADAPTER = ChatAdapter()
+_OPTIONS = frozenset({"lm", "adapter", "demos", "config", "adapter_opts", "json_fallback"})
+_REQUEST_OPTIONS = frozenset(
+    {"temperature", "max_tokens", "top_p", "stop", "seed", "n", "reasoning_effort", "response_format", "timeout"}
+)
+_METADATA_INPUTS = frozenset({"user_name"})
+
+
+def check_options(kind: str, options: Mapping[str, Any], known: frozenset[str]) -> None:
+    """Refuse options a program does not know, naming them (request options belong in `config`)."""
+    unknown = sorted(set(options) - known)
+    if not unknown:
+        return
+    hint = ""
+    if set(unknown) & _REQUEST_OPTIONS:
+        hint = "; request options such as temperature or max_tokens go in config={...}"
+    raise TypeError(f"{kind} got unknown option(s) {unknown}{hint}; known: {sorted(known)}")
+
+
+def resolve_lm(lm: LM | None) -> LM:
+    """The program's LM, else the one in `imp.context` / `imp.configure`."""
+    chosen = lm if lm is not None else settings().lm
+    if chosen is None:
+        raise ImpError("no LM configured: pass lm=... to the program, or call imp.configure(lm=...)")
+    return chosen
+
+
+def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Fill input defaults, warn about unknown inputs, refuse missing required ones (before any LM call)."""
+    values = dict(inputs)
+    unknown = [k for k in values if k not in signature.inputs and k not in _METADATA_INPUTS]
+    if unknown and settings().warn_on_unknown_inputs:
+        warnings.warn(
+            f"inputs not in the signature are ignored: {', '.join(sorted(unknown))}", UserWarning, stacklevel=4
+        )
+    missing: list[str] = []
+    for name, f in signature.inputs.items():
+        if name not in values:
+            if f.has_default:
+                values[name] = f.default
+            elif not f.optional:
+                missing.append(name)
+    if missing:
+        raise MissingInputError(missing)
+    return values
+
+
+async def request(lm: LM, messages: list[Message], options: Mapping[str, Any]) -> LMResponse:
+    """One LM request, recorded for `inspect_history` and usage."""
+    try:
+        response = await lm.request(messages, **options)
+    except LMError as exc:
+        record_exchange(lm.model, messages, dict(options), None, str(exc))
+        raise
+    record_exchange(lm.model, messages, dict(options), response)
+    record_usage(f"{lm.provider}:{lm.model}", response.usage)
+    return response
+
+
+def read_response(adapter: Adapter, signature: Signature, response: LMResponse) -> dict[str, Any]:
+    """The output fields of a response: its mapping of fields if it has one, else its text."""
+    if response.fields is not None and not response.text:
+        return adapter.parse_mapping(signature, response.fields)
+    return adapter.parse_text(signature, response.text)
+
+
+@dataclass(frozen=True, eq=False)
+class Predict(Program):
+    """Ask the LM for the signature's outputs in one request (with one JSON fallback on a parse error)."""
+
+    signature: Signature
+    lm: LM | None = None
+    adapter: Adapter | None = None
+    demos: tuple[Mapping[str, Any], ...] = ()
+    config: Mapping[str, Any] = field(default_factory=dict)
+    adapter_opts: Mapping[str, Any] = field(default_factory=dict)
+    json_fallback: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.adapter_opts, Mapping):
+            raise TypeError(f"adapter_opts must be a mapping, got {type(self.adapter_opts).__name__}")
+        if not isinstance(self.config, Mapping):
+            raise TypeError(f"config must be a mapping of request options, got {type(self.config).__name__}")
+        object.__setattr__(self, "demos", tuple(self.demos))
+        object.__setattr__(self, "_format_options", FormatOptions.read({**self.adapter_opts, "demos": self.demos}))
+
+    def with_lm(self, lm: LM) -> Predict:
+        """The same program pinned to another LM."""
+        return replace(self, lm=lm)
+
+    def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> Predict:
+        """The same program with other demos."""
+        return replace(self, demos=tuple(demos))
+
+    def with_config(self, **config: Any) -> Predict:
+        """The same program with request options merged over its own."""
+        return replace(self, config={**self.config, **config})
+
+    async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
+        signature = self.signature
+        config = self.config
+        if "config" in inputs and "config" not in signature.inputs:
+            per_call = inputs.pop("config")
+            if not isinstance(per_call, Mapping):
+                raise TypeError("the per-call config input must be a mapping of request options")
+            config = {**config, **per_call}
+        values = prepare_inputs(signature, inputs)
+        lm = resolve_lm(self.lm)
+        adapter = self.adapter or settings().adapter or _DEFAULT_ADAPTER
+        opts: FormatOptions = self.__dict__["_format_options"]
+        with track_usage() as usage:
+            fields, response, used, fell_back = await self._run(signature, values, lm, adapter, opts, config)
+        metadata = PredictionMetadata(
+            finish_reason=response.finish_reason,
+            usage=usage.total,
+            usage_by_model=usage.by_model,
+            adapter=used.name,
+            json_fallback=fell_back,
+            lm_calls=2 if fell_back else 1,
+        )
+        return Prediction(fields, metadata)
+
+    async def _run(
+        self,
+        signature: Signature,
+        values: dict[str, Any],
+        lm: LM,
+        adapter: Adapter,
+        opts: FormatOptions,
+        config: Mapping[str, Any],
+    ) -> tuple[dict[str, Any], LMResponse, Adapter, bool]:
+        messages = adapter.format_with(signature, values, opts)
+        extra = adapter.request_options(signature, lm)
+        options = {**extra, **config} if extra else config
+        response = await request(lm, messages, options)
+        try:
+            return read_response(adapter, signature, response), response, adapter, False
+        except AdapterParseError as first_error:
+            fallback = adapter.fallback if self.json_fallback else None
+            if fallback is None:
+                raise
+            retry_messages = fallback.format_with(signature, values, opts)
+            retry_options = {**fallback.request_options(signature, lm), **config}
+            retry = await request(lm, retry_messages, retry_options)
+            try:
+                return read_response(fallback, signature, retry), retry, fallback, True
+            except AdapterParseError:
+                raise first_error from None
+
+
+def predict(signature: SignatureLike | type[Signature], **options: Any) -> Predict:
+    """A Predict program: `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `json_fallback`."""
+    check_options("imp.predict", options, _OPTIONS)
+    return Predict(as_signature(signature), **options)
+
+
+REASONING_FIELD = "reasoning"
+
+
+@dataclass(frozen=True, eq=False)
+class ChainOfThought(Predict):
+    """Predict with a `reasoning` output written before the others."""
+
+    @classmethod
+    def build(cls, signature: Signature, **options: Any) -> ChainOfThought:
+        """Prepend the `reasoning` output to a signature and build the program."""
+        return cls(signature.prepend_output(REASONING_FIELD, str, ""), **options)
+
+
+def chain_of_thought(signature: SignatureLike | type[Signature], **options: Any) -> ChainOfThought:
+    """A ChainOfThought program: the options of `imp.predict`; prepends a `reasoning` output."""
+    check_options("imp.chain_of_thought", options, _OPTIONS)
+    return ChainOfThought.build(as_signature(signature), **options)

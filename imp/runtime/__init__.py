@@ -1,0 +1,1 @@
+"""The runtime: deadlines, usage accounting, runs and events."""

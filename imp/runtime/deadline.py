@@ -1,0 +1,54 @@
+"""`imp.deadline(seconds)`: a context variable plus an anyio cancel scope; nesting only shortens."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import anyio
+
+from imp.errors import DeadlineExceeded
+
+__all__ = ["current_deadline", "deadline", "time_left"]
+
+# An absolute time.monotonic() value. (trio's clock carries a random offset, so the loop's own
+# clock is only used through relative anyio scopes.)
+_deadline: ContextVar[float | None] = ContextVar("imp_deadline", default=None)
+
+
+def current_deadline() -> float | None:
+    """The absolute `time.monotonic()` deadline in force, or None."""
+    return _deadline.get()
+
+
+def time_left() -> float | None:
+    """Seconds until the deadline in force (never negative), or None when there is none."""
+    at = _deadline.get()
+    if at is None:
+        return None
+    return max(0.0, at - time.monotonic())
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Cancel the work inside after `seconds` and raise `imp.DeadlineExceeded`.
+
+    Nested deadlines only shorten: the earlier of the two is in force inside.
+    """
+    if not isinstance(seconds, int | float) or math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"a deadline is a non-negative number of seconds, got {seconds!r}")
+    outer = _deadline.get()
+    at = time.monotonic() + seconds
+    if outer is not None:
+        at = min(at, outer)
+    token = _deadline.set(at)
+    try:
+        with anyio.CancelScope(deadline=anyio.current_time() + max(0.0, at - time.monotonic())) as scope:
+            yield
+        if scope.cancelled_caught:
+            raise DeadlineExceeded(f"the deadline of {seconds:g}s passed")
+    finally:
+        _deadline.reset(token)

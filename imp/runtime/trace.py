@@ -1,0 +1,88 @@
+"""A bounded record of recent LM exchanges, printed (redacted) by `imp.inspect_history`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from imp._redact import redact, redact_text
+from imp.lm.base import LMResponse, Message
+
+__all__ = ["Exchange", "inspect_history", "record_exchange", "recent_exchanges"]
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One request and its reply (or error), as sent."""
+
+    at: float
+    model: str
+    messages: Sequence[Message]
+    options: dict[str, Any]
+    response: LMResponse | None
+    error: str | None = None
+
+
+_RECENT: deque[Exchange] = deque(maxlen=200)
+
+
+def record_exchange(
+    model: str,
+    messages: Sequence[Message],
+    options: dict[str, Any],
+    response: LMResponse | None,
+    error: str | None = None,
+) -> None:
+    """Keep one exchange (the oldest drop out past 200)."""
+    _RECENT.append(Exchange(time.time(), model, messages, options, response, error))
+
+
+def recent_exchanges(n: int = 1) -> list[Exchange]:
+    """The last n exchanges, oldest first."""
+    return list(_RECENT)[-n:] if n > 0 else []
+
+
+def _content(message: Message) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return repr(redact(content))
+
+
+def inspect_history(n: int = 1, *, file: TextIO | None = None) -> str:
+    """Print the last n requests and replies readably (secrets redacted); returns the text too."""
+    out: list[str] = []
+    for exchange in recent_exchanges(n):
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(exchange.at))
+        out.append(f"\x1b[34m[{stamp}] {exchange.model}\x1b[0m\n")
+        for message in exchange.messages:
+            role = str(message.get("role", "?"))
+            name = f" ({message['name']})" if message.get("name") else ""
+            out.append(f"\x1b[31m{role.capitalize()} message{name}:\x1b[0m\n")
+            out.append(redact_text(_content(message)) + "\n")
+            for call in message.get("tool_calls") or ():
+                fn = call.get("function", {})
+                out.append(f"  -> tool call {fn.get('name')}({redact_text(str(fn.get('arguments')))}) [{call.get('id')}]\n")
+            out.append("\n")
+        if exchange.error is not None:
+            out.append("\x1b[31mError:\x1b[0m\n" + redact_text(exchange.error) + "\n\n")
+        elif exchange.response is not None:
+            response = exchange.response
+            out.append("\x1b[32mResponse:\x1b[0m\n")
+            if response.text:
+                out.append(redact_text(response.text) + "\n")
+            if response.fields is not None and not response.text:
+                out.append(redact_text(repr(redact(dict(response.fields)))) + "\n")
+            for call in response.tool_calls:
+                out.append(f"  -> tool call {call.name}({redact_text(repr(redact(dict(call.arguments))))}) [{call.id}]\n")
+            usage = response.usage
+            out.append(
+                f"(finish: {response.finish_reason}; tokens in {usage.input_tokens}, out {usage.output_tokens})\n\n"
+            )
+    text = "".join(out)
+    (file or sys.stdout).write(text)
+    return text

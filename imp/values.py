@@ -1,0 +1,365 @@
+"""Field values: coercing reply text into a field's type, and writing values into prompts."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import json
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Union
+
+import json_repair
+import pydantic
+from pydantic_core import to_jsonable_python
+
+from imp.signature import Field, Signature
+
+__all__ = [
+    "CoercionError",
+    "base_annotation",
+    "coerce_text",
+    "coerce_value",
+    "dump_json",
+    "format_requirement",
+    "load_json",
+    "load_json_object",
+    "output_model",
+    "render_value",
+    "type_name",
+    "unwrap_fence",
+    "value_note",
+]
+
+_NONE = type(None)
+_FENCE = re.compile(r"\A\s*```[A-Za-z0-9_-]*[ \t]*\n?(.*?)\n?```\s*\Z", re.DOTALL)
+_INT = re.compile(r"[+-]?\d+")
+_TRUE = frozenset({"true", "yes", "1"})
+_FALSE = frozenset({"false", "no", "0"})
+
+
+class CoercionError(ValueError):
+    """A value that does not fit its field; adapters turn it into `AdapterParseError`."""
+
+    def __init__(self, field: str, value: Any, reason: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        shown = value if isinstance(value, str) and len(value) <= 200 else repr(value)[:200]
+        super().__init__(f"field `{field}`: {reason} (got {shown!r})")
+
+
+# --- annotations --------------------------------------------------------------------------
+
+
+def base_annotation(annotation: Any) -> Any:
+    """The annotation without `Annotated[...]` and without `None` in an optional union."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not _NONE]
+        if len(members) == 1:
+            return base_annotation(members[0])
+    return annotation
+
+
+def _is_enum(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, enum.Enum)
+
+
+def _choices(annotation: Any) -> list[Any] | None:
+    if typing.get_origin(annotation) is Literal:
+        return [a for a in typing.get_args(annotation) if a is not None]
+    if _is_enum(annotation):
+        return [m.value for m in annotation]
+    return None
+
+
+_PLAIN = {str: "string", int: "integer", float: "number", bool: "true or false", _dt.datetime: "ISO 8601 date and time",
+          _dt.date: "ISO 8601 date", dict: "object", list: "list", Any: "any value"}
+_PLURAL = {"string": "strings", "integer": "integers", "number": "numbers", "object": "objects",
+           "true or false": "true or false values", "ISO 8601 date and time": "ISO 8601 dates and times",
+           "ISO 8601 date": "ISO 8601 dates", "any value": "values", "list": "lists"}
+
+
+def type_name(annotation: Any) -> str:
+    """The type in plain words, as prompts show it: `string`, `list of strings`, `one of: a, b`."""
+    from imp.history import History
+
+    if annotation is History:
+        return "conversation history"
+    raw = annotation
+    annotation = base_annotation(annotation)
+    suffix = " or null" if annotation is not raw and _admits_none_only(raw) and annotation is not _NONE else ""
+    choices = _choices(annotation)
+    if choices is not None:
+        return "one of: " + ", ".join(str(c) for c in choices) + suffix
+    if annotation in _PLAIN:
+        return _PLAIN[annotation] + suffix
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is list:
+        item = type_name(args[0]) if args else "any value"
+        return "list of " + _plural(item) + suffix
+    if origin is dict or annotation is dict:
+        return "object" + suffix
+    if origin in (Union, types.UnionType):
+        return " or ".join(type_name(a) if a is not _NONE else "null" for a in args)
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return "object" + suffix
+    return getattr(annotation, "__name__", str(annotation)) + suffix
+
+
+def _admits_none_only(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (Union, types.UnionType) and _NONE in typing.get_args(annotation)
+
+
+def _plural(name: str) -> str:
+    if name in _PLURAL:
+        return _PLURAL[name]
+    if name.startswith("list of "):
+        return "lists of " + name[len("list of ") :]
+    if name.startswith("one of: "):
+        return "values, each " + name
+    return name + " values"
+
+
+def format_requirement(field: Field) -> str:
+    """The `(must be formatted as ...)` text for an output, or "" for plain text."""
+    annotation = base_annotation(field.annotation)
+    if annotation is str:
+        return ""
+    name = type_name(field.annotation)
+    if name.startswith(("one of", "true or false")):
+        return name
+    article = "an" if name[:1].lower() in "aeiou" or name.startswith("ISO") else "a"
+    return f"{article} {name}"
+
+
+def value_note(field: Field) -> str:
+    """The `# note: the value you produce ...` hint shown beside an output's placeholder ("" for text)."""
+    annotation = base_annotation(field.annotation)
+    if field.kind == "input" or annotation is str:
+        return ""
+    choices = _choices(annotation)
+    if choices is not None:
+        return "must exactly match (no extra characters) one of: " + "; ".join(str(c) for c in choices)
+    if annotation is bool:
+        return "must be true or false"
+    if annotation is int:
+        return "must be a single integer"
+    if annotation is float:
+        return "must be a single number"
+    if annotation is _dt.datetime:
+        return "must be an ISO 8601 date and time"
+    schema = pydantic.TypeAdapter(annotation).json_schema()
+    return "must adhere to the JSON schema: " + json.dumps(schema, ensure_ascii=False)
+
+
+# --- writing values into prompts ------------------------------------------------------------
+
+
+def dump_json(value: Any) -> str:
+    """Complete, compact JSON with `", "` and `": "` separators (never truncated)."""
+    return json.dumps(to_jsonable_python(value), ensure_ascii=False)
+
+
+def render_value(value: Any, field: Field | None = None) -> str:
+    """How a value is written into a prompt."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple) and field is not None and base_annotation(field.annotation) is str:
+        return _numbered(value)
+    if isinstance(value, enum.Enum):
+        return render_value(value.value)
+    if isinstance(value, _dt.datetime | _dt.date):
+        return value.isoformat()
+    jsonable = to_jsonable_python(value, fallback=repr)
+    if isinstance(jsonable, dict | list):
+        return json.dumps(jsonable, ensure_ascii=False)
+    return str(jsonable)
+
+
+def _blob(item: Any) -> str:
+    text = item if isinstance(item, str) else render_value(item)
+    if "\n" not in text and "«" not in text and "»" not in text:
+        return f"«{text}»"
+    return "«««\n    " + text.replace("\n", "\n    ") + "\n»»»"
+
+
+def _numbered(items: list[Any] | tuple[Any, ...]) -> str:
+    if not items:
+        return "N/A"
+    if len(items) == 1:
+        return _blob(items[0])
+    return "\n".join(f"[{i + 1}] {_blob(item)}" for i, item in enumerate(items))
+
+
+# --- reading values out of replies ----------------------------------------------------------
+
+
+def unwrap_fence(text: str) -> str:
+    """The body of a fenced ```json ... ``` block, or the text as it is."""
+    match = _FENCE.match(text)
+    return match.group(1) if match else text
+
+
+def load_json(text: str) -> Any:
+    """Decode JSON, repairing what can be repaired (Python-dict spelling, trailing commas, fences)."""
+    body = unwrap_fence(text).strip()
+    try:
+        return json.loads(body)
+    except ValueError:
+        pass
+    try:
+        return json_repair.loads(body)
+    except Exception as exc:  # json_repair raises assorted errors on hopeless input
+        raise ValueError(f"not JSON: {exc}") from None
+
+
+def load_json_object(text: str) -> dict[str, Any]:
+    """Decode a JSON object (repairing it), or raise ValueError."""
+    value = load_json(text)
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
+
+
+Coercer = Callable[[str], Any]
+
+
+def _adapter(field: Field) -> pydantic.TypeAdapter[Any]:
+    cached = field.__dict__.get("_imp_type_adapter")
+    if cached is None:
+        annotation = field.annotation
+        if field.constraints:
+            annotation = typing.Annotated[annotation, pydantic.Field(**dict(field.constraints))]
+        cached = pydantic.TypeAdapter(annotation)
+        field.__dict__["_imp_type_adapter"] = cached
+    return cached
+
+
+def _validate(field: Field, value: Any) -> Any:
+    try:
+        return _adapter(field).validate_python(value)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        reason = first.get("msg", "invalid value")
+        raise CoercionError(field.name, value, f"{reason}{f' at {where}' if where else ''}") from None
+
+
+def _match_choice(field: Field, choices: list[Any], text: str) -> Any:
+    by_text = {str(c): c for c in choices}
+    candidate = text.strip()
+    if candidate in by_text:
+        return by_text[candidate]
+    wrapped = re.fullmatch(r"(?:Literal|str)\[(.*)\]", candidate, re.DOTALL)
+    if wrapped:
+        candidate = wrapped.group(1).strip()
+    if len(candidate) >= 2 and candidate[0] == candidate[-1] and candidate[0] in "'\"":
+        candidate = candidate[1:-1]
+    if candidate in by_text:
+        return by_text[candidate]
+    raise CoercionError(field.name, text, "must be one of: " + ", ".join(str(c) for c in choices))
+
+
+def coerce_text(field: Field, text: str) -> Any:
+    """Coerce one field's text from a reply into the field's type (raises `CoercionError`)."""
+    annotation = base_annotation(field.annotation)
+    stripped = text.strip()
+    if field.optional and stripped in ("null", "None", "") and not (annotation is str and stripped == ""):
+        return None
+    if annotation is str:
+        value: Any = text
+    elif annotation is int:
+        if not _INT.fullmatch(stripped):
+            raise CoercionError(field.name, text, "expected an integer")
+        value = int(stripped)
+    elif annotation is float:
+        try:
+            value = float(stripped)
+        except ValueError:
+            raise CoercionError(field.name, text, "expected a number") from None
+    elif annotation is bool:
+        lowered = stripped.lower()
+        if lowered in _TRUE:
+            value = True
+        elif lowered in _FALSE:
+            value = False
+        else:
+            raise CoercionError(field.name, text, "expected true or false")
+    elif (choices := _choices(annotation)) is not None:
+        value = _match_choice(field, choices, stripped)
+        if _is_enum(annotation):
+            value = annotation(value)
+    elif annotation is _dt.datetime:
+        try:
+            value = _dt.datetime.fromisoformat(stripped)
+        except ValueError:
+            raise CoercionError(field.name, text, "expected an ISO 8601 date and time") from None
+    elif annotation is _dt.date:
+        try:
+            value = _dt.date.fromisoformat(stripped)
+        except ValueError:
+            raise CoercionError(field.name, text, "expected an ISO 8601 date") from None
+    else:
+        try:
+            value = load_json(stripped)
+        except ValueError as exc:
+            raise CoercionError(field.name, text, str(exc)) from None
+        return _validate(field, value)
+    if field.constraints:
+        return _validate(field, value)
+    return value
+
+
+def coerce_value(field: Field, value: Any) -> Any:
+    """Coerce a value given directly (a JSON member, a scripted field) into the field's type."""
+    annotation = base_annotation(field.annotation)
+    if value is None:
+        if field.optional:
+            return None
+        raise CoercionError(field.name, value, "must not be null")
+    if isinstance(value, str):
+        if annotation is str:
+            return _validate(field, value) if field.constraints else value
+        return coerce_text(field, value)
+    if annotation is str:
+        return dump_json(value) if isinstance(value, dict | list) else render_value(value)
+    if annotation is bool and isinstance(value, int) and value in (0, 1) and not isinstance(value, bool):
+        return bool(value)
+    return _validate(field, value)
+
+
+def output_model(signature: Signature) -> type[pydantic.BaseModel]:
+    """A pydantic model of the outputs (for JSON schema), built once per signature."""
+    cached = signature.__dict__.get("_imp_output_model")
+    if cached is not None:
+        return typing.cast(type[pydantic.BaseModel], cached)
+    definitions: dict[str, Any] = {}
+    for f in signature.outputs.values():
+        info = pydantic.Field(
+            default=f.default if f.has_default else (None if f.optional else ...),
+            description=f.desc or None,
+            **dict(f.constraints),
+        )
+        definitions[f.name] = (f.annotation, info)
+    model = pydantic.create_model("Outputs", **definitions)
+    signature.__dict__["_imp_output_model"] = model
+    return model
+
+
+def check_mapping(fields: Mapping[str, Field], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Coerce each present value of a mapping through its field (raises `CoercionError`)."""
+    return {name: coerce_value(fields[name], value) for name, value in values.items() if name in fields}
