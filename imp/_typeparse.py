@@ -9,6 +9,7 @@ import enum
 import re
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any, Literal, Union
 
 from imp.errors import SignatureError
@@ -45,7 +46,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class _Parser:
     """Recursive descent over one type expression; positions are offsets into the whole signature."""
 
-    def __init__(self, text: str, source: str, offset: int) -> None:
+    def __init__(self, text: str, source: str, offset: int, names: Mapping[str, Any]) -> None:
+        self.names = names
         self.text = text
         self.source = source
         self.offset = offset
@@ -93,6 +95,8 @@ class _Parser:
             return self.enum_values(start)
         if name == "Literal":
             return self.literal_values(start)
+        if name in self.names and not has_args:
+            return self.names[name]
         if name == "History":
             from imp.history import History
 
@@ -179,9 +183,12 @@ def _union(members: list[Any]) -> Any:
     return Union[tuple(members)]  # noqa: UP007
 
 
-def parse_type(text: str, *, source: str | None = None, offset: int = 0) -> Any:
-    """Parse one type expression into a Python annotation, raising `SignatureError` with its position."""
-    return _Parser(text, source if source is not None else text, offset).parse()
+def parse_type(text: str, *, source: str | None = None, offset: int = 0, names: Mapping[str, Any] | None = None) -> Any:
+    """Parse one type expression into a Python annotation, raising `SignatureError` with its position.
+
+    `names` resolves type names of your own (pydantic models, enums) by their class name.
+    """
+    return _Parser(text, source if source is not None else text, offset, names or {}).parse()
 
 
 def type_to_text(annotation: Any) -> str:

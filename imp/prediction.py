@@ -54,7 +54,10 @@ _METADATA_KEYS = frozenset(f.name for f in fields(PredictionMetadata)) - {"extra
 class Prediction:
     """A program's output fields (as attributes and items) and its metadata."""
 
-    __slots__ = ("_fields", "_metadata", "_complete")
+    __slots__ = ("_complete", "_fields", "_metadata")
+    _fields: dict[str, Any]
+    _metadata: PredictionMetadata
+    _complete: bool
 
     def __init__(
         self,
@@ -134,6 +137,8 @@ class Example:
     """A data point: fields, and which of them are the inputs (`with_inputs`)."""
 
     __slots__ = ("_fields", "_input_keys")
+    _fields: dict[str, Any]
+    _input_keys: tuple[str, ...] | None
 
     def __init__(self, base: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
         object.__setattr__(self, "_fields", {**dict(base or {}), **fields})

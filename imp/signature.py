@@ -115,7 +115,14 @@ class Field:
         return out
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.name, self.kind, type_to_text(self.annotation), self.desc, repr(self.default), dict(self.constraints))
+        return (
+            self.name,
+            self.kind,
+            type_to_text(self.annotation),
+            self.desc,
+            repr(self.default),
+            dict(self.constraints),
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Field) and self._key() == other._key()
@@ -153,7 +160,7 @@ def _spec(kind: FieldKind, desc: str, default: Any, constraints: dict[str, Any])
     return _FieldSpec(kind, desc, default, given)
 
 
-def InputField(  # noqa: N802 - DSPy's spelling
+def InputField(
     *,
     desc: str = "",
     default: Any = MISSING,
@@ -167,11 +174,24 @@ def InputField(  # noqa: N802 - DSPy's spelling
     pattern: str | None = None,
 ) -> Any:
     """Declare an input field in a class-form signature."""
-    return _spec("input", desc, default, dict(gt=gt, ge=ge, lt=lt, le=le, multiple_of=multiple_of,
-                                              min_length=min_length, max_length=max_length, pattern=pattern))
+    return _spec(
+        "input",
+        desc,
+        default,
+        dict(
+            gt=gt,
+            ge=ge,
+            lt=lt,
+            le=le,
+            multiple_of=multiple_of,
+            min_length=min_length,
+            max_length=max_length,
+            pattern=pattern,
+        ),
+    )
 
 
-def OutputField(  # noqa: N802 - DSPy's spelling
+def OutputField(
     *,
     desc: str = "",
     default: Any = MISSING,
@@ -185,8 +205,21 @@ def OutputField(  # noqa: N802 - DSPy's spelling
     pattern: str | None = None,
 ) -> Any:
     """Declare an output field in a class-form signature."""
-    return _spec("output", desc, default, dict(gt=gt, ge=ge, lt=lt, le=le, multiple_of=multiple_of,
-                                               min_length=min_length, max_length=max_length, pattern=pattern))
+    return _spec(
+        "output",
+        desc,
+        default,
+        dict(
+            gt=gt,
+            ge=ge,
+            lt=lt,
+            le=le,
+            multiple_of=multiple_of,
+            min_length=min_length,
+            max_length=max_length,
+            pattern=pattern,
+        ),
+    )
 
 
 class _SignatureMeta(type):
@@ -337,9 +370,14 @@ class Signature(metaclass=_SignatureMeta):
     @classmethod
     def _from_class(cls, name: str, ns: dict[str, Any]) -> Signature:
         module = sys.modules.get(ns.get("__module__", ""), None)
-        holder = types.new_class(name, (), {}, lambda body: body.update(
-            {"__annotations__": ns.get("__annotations__", {}), "__module__": ns.get("__module__")}
-        ))
+        holder = types.new_class(
+            name,
+            (),
+            {},
+            lambda body: body.update(
+                {"__annotations__": ns.get("__annotations__", {}), "__module__": ns.get("__module__")}
+            ),
+        )
         try:
             hints = typing.get_type_hints(holder, globalns=vars(module) if module else None, include_extras=True)
         except NameError as exc:
@@ -373,9 +411,7 @@ def _check_fields(inputs: list[Field], outputs: list[Field]) -> None:
         if not _NAME.match(f.name):
             raise SignatureError(f"`{f.name}` is not a valid field name (letters, digits and _, not first a digit)")
         if f.name in seen:
-            raise SignatureError(
-                f"input and output fields must have distinct names, but found duplicates: '{f.name}'"
-            )
+            raise SignatureError(f"input and output fields must have distinct names, but found duplicates: '{f.name}'")
         seen.add(f.name)
         unknown = set(f.constraints) - set(_CONSTRAINT_KEYS)
         if unknown:
@@ -384,7 +420,7 @@ def _check_fields(inputs: list[Field], outputs: list[Field]) -> None:
 
 def _load_field(data: Mapping[str, Any], kind: FieldKind, known: Mapping[str, Any]) -> Field:
     type_text = str(data.get("type", "str"))
-    annotation = known[type_text] if type_text in known else parse_type(type_text)
+    annotation = parse_type(type_text, names=known)
     return Field(
         str(data["name"]),
         kind,
@@ -485,7 +521,9 @@ def signature(spec: str | Signature, instructions: str | None = None) -> Signatu
             position=len(spec.rstrip()),
         )
     if len(arrows) > 2:
-        raise SignatureError("a signature has exactly one `->`; found another here", text=spec, position=arrows[2][1] - 2)
+        raise SignatureError(
+            "a signature has exactly one `->`; found another here", text=spec, position=arrows[2][1] - 2
+        )
     (left, left_at), (right, right_at) = arrows
     inputs = _parse_side(left, left_at, "input", spec)
     outputs = _parse_side(right, right_at, "output", spec)

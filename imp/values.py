@@ -77,11 +77,28 @@ def _choices(annotation: Any) -> list[Any] | None:
     return None
 
 
-_PLAIN = {str: "string", int: "integer", float: "number", bool: "true or false", _dt.datetime: "ISO 8601 date and time",
-          _dt.date: "ISO 8601 date", dict: "object", list: "list", Any: "any value"}
-_PLURAL = {"string": "strings", "integer": "integers", "number": "numbers", "object": "objects",
-           "true or false": "true or false values", "ISO 8601 date and time": "ISO 8601 dates and times",
-           "ISO 8601 date": "ISO 8601 dates", "any value": "values", "list": "lists"}
+_PLAIN = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "true or false",
+    _dt.datetime: "ISO 8601 date and time",
+    _dt.date: "ISO 8601 date",
+    dict: "object",
+    list: "list",
+    Any: "any value",
+}
+_PLURAL = {
+    "string": "strings",
+    "integer": "integers",
+    "number": "numbers",
+    "object": "objects",
+    "true or false": "true or false values",
+    "ISO 8601 date and time": "ISO 8601 dates and times",
+    "ISO 8601 date": "ISO 8601 dates",
+    "any value": "values",
+    "list": "lists",
+}
 
 
 def type_name(annotation: Any) -> str:
@@ -355,7 +372,7 @@ def output_model(signature: Signature) -> type[pydantic.BaseModel]:
             **dict(f.constraints),
         )
         definitions[f.name] = (f.annotation, info)
-    model = pydantic.create_model("Outputs", **definitions)
+    model: type[pydantic.BaseModel] = pydantic.create_model("Outputs", **definitions)
     signature.__dict__["_imp_output_model"] = model
     return model
 

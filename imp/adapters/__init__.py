@@ -5,4 +5,12 @@ from imp.adapters.chat import ChatAdapter
 from imp.adapters.json import JSONAdapter
 from imp.adapters.xml import XMLAdapter
 
-__all__ = ["FORMAT_OPTIONS", "Adapter", "ChatAdapter", "FormatOptions", "JSONAdapter", "XMLAdapter", "format_tool_result"]
+__all__ = [
+    "FORMAT_OPTIONS",
+    "Adapter",
+    "ChatAdapter",
+    "FormatOptions",
+    "JSONAdapter",
+    "XMLAdapter",
+    "format_tool_result",
+]

@@ -173,8 +173,9 @@ class Adapter(abc.ABC):
                 if not isinstance(history, History):
                     history = History(history)
                 messages.extend(self.format_history(task, history, opts))
-        content = self.user_content(task, inputs, opts, main_request=True)
-        if content or not opts.omit_empty_request:
+        has_inputs = any(inputs.get(name) is not None for name in task.inputs)
+        if has_inputs or not opts.omit_empty_request:
+            content = self.user_content(task, inputs, opts, main_request=True)
             message: Message = {"role": "user", "content": content}
             name = message_name(inputs.get("user_name")) if "user_name" not in signature.fields else None
             if name:
@@ -247,7 +248,9 @@ class Adapter(abc.ABC):
                 {"role": "user", "content": self.user_content(signature, demo, opts, prefix=INCOMPLETE_DEMO_PREFIX)}
             )
             outputs = {k: demo[k] for k in signature.outputs if k in demo}
-            messages.append({"role": "assistant", "content": self.render_outputs(signature, outputs, MISSING_IN_DEMO, opts)})
+            messages.append(
+                {"role": "assistant", "content": self.render_outputs(signature, outputs, MISSING_IN_DEMO, opts)}
+            )
         for demo in complete:
             messages.append({"role": "user", "content": self.user_content(signature, demo, opts)})
             outputs = {k: demo[k] for k in signature.outputs}
@@ -311,7 +314,10 @@ class Adapter(abc.ABC):
             outputs = {k: turn[k] for k in signature.outputs if k in turn}
             if not outputs:
                 return messages
-            assistant = {"role": "assistant", "content": self.render_outputs(signature, outputs, MISSING_IN_HISTORY, opts)}
+            assistant = {
+                "role": "assistant",
+                "content": self.render_outputs(signature, outputs, MISSING_IN_HISTORY, opts),
+            }
         if "assistant_name" not in signature.fields and (name := message_name(turn.get("assistant_name"))):
             assistant["name"] = name
         messages.append(assistant)
@@ -369,8 +375,13 @@ class Adapter(abc.ABC):
                     out[name] = coerce(field, found[name])
                 except CoercionError as exc:
                     raise AdapterParseError(
-                        str(exc), adapter=self.name, fields=[name], completion=completion, parsed=out,
-                        value=exc.value, reason=exc.reason,
+                        str(exc),
+                        adapter=self.name,
+                        fields=[name],
+                        completion=completion,
+                        parsed=out,
+                        value=exc.value,
+                        reason=exc.reason,
                     ) from None
             elif field.has_default:
                 out[name] = field.default

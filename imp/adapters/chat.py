@@ -101,7 +101,12 @@ class ChatAdapter(Adapter):
             f"Your output fields are:\n{field_descriptions(signature.outputs)}"
         )
         structure = "\n\n".join(
-            [_STRUCTURE_LEAD, _sections_text(signature.inputs), _sections_text(signature.outputs), "[[ ## completed ## ]]\n"]
+            [
+                _STRUCTURE_LEAD,
+                _sections_text(signature.inputs),
+                _sections_text(signature.outputs),
+                "[[ ## completed ## ]]\n",
+            ]
         ).strip()
         return f"{description}\n{structure}\n{objective(instructions)}"
 
@@ -130,7 +135,9 @@ class ChatAdapter(Adapter):
             parts = []
             for name, f in signature.outputs.items():
                 requirement = format_requirement(f)
-                parts.append(f"`[[ ## {name} ## ]]`" + (f" (must be formatted as {requirement})" if requirement else ""))
+                parts.append(
+                    f"`[[ ## {name} ## ]]`" + (f" (must be formatted as {requirement})" if requirement else "")
+                )
             cached = (
                 "Respond with the corresponding output fields, starting with the field "
                 + ", then ".join(parts)

@@ -90,8 +90,10 @@ def _to_value(inner: str, depth: int, budget: _Budget) -> Any:
 def _structured(annotation: Any) -> bool:
     annotation = base_annotation(annotation)
     origin = typing.get_origin(annotation)
-    return origin in (list, dict) or annotation in (list, dict) or (
-        isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
+    return (
+        origin in (list, dict)
+        or annotation in (list, dict)
+        or (isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel))
     )
 
 
@@ -126,9 +128,16 @@ class XMLAdapter(Adapter):
         sections = [f"<{n}>\n{{{n}}}\n</{n}>" for n in signature.inputs]
         for name, f in signature.outputs.items():
             note = value_note(f)
-            sections.append(f"<{name}>\n{{{name}}}" + (f"        # note: the value you produce {note}" if note else "") + f"\n</{name}>")
+            sections.append(
+                f"<{name}>\n{{{name}}}"
+                + (f"        # note: the value you produce {note}" if note else "")
+                + f"\n</{name}>"
+            )
         structure = "\n\n".join(
-            ["All interactions will be structured in the following way, with the appropriate values filled in.", *sections]
+            [
+                "All interactions will be structured in the following way, with the appropriate values filled in.",
+                *sections,
+            ]
         )
         return f"{description}\n{structure}\n{objective(instructions)}"
 
@@ -160,8 +169,9 @@ class XMLAdapter(Adapter):
                 "XML declarations, doctypes, and entities are not allowed", adapter=self.name, completion=text
             )
         if len(text) > MAX_REPLY_CHARS:
-            raise AdapterParseError(f"the reply is longer than {MAX_REPLY_CHARS} characters", adapter=self.name,
-                                    completion=text)
+            raise AdapterParseError(
+                f"the reply is longer than {MAX_REPLY_CHARS} characters", adapter=self.name, completion=text
+            )
         found: dict[str, Any] = {}
         budget = _Budget()
         try:

@@ -122,7 +122,7 @@ class LM(abc.ABC):
             yield StreamEvent(kind="tool_call", index=index, tool_name=call.name, tool_call_id=call.id)
         yield StreamEvent(kind="final", response=response)
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release connections; the default holds none."""
 
     async def __aenter__(self) -> LM:

@@ -66,7 +66,9 @@ def inspect_history(n: int = 1, *, file: TextIO | None = None) -> str:
             out.append(redact_text(_content(message)) + "\n")
             for call in message.get("tool_calls") or ():
                 fn = call.get("function", {})
-                out.append(f"  -> tool call {fn.get('name')}({redact_text(str(fn.get('arguments')))}) [{call.get('id')}]\n")
+                out.append(
+                    f"  -> tool call {fn.get('name')}({redact_text(str(fn.get('arguments')))}) [{call.get('id')}]\n"
+                )
             out.append("\n")
         if exchange.error is not None:
             out.append("\x1b[31mError:\x1b[0m\n" + redact_text(exchange.error) + "\n\n")
@@ -78,7 +80,9 @@ def inspect_history(n: int = 1, *, file: TextIO | None = None) -> str:
             if response.fields is not None and not response.text:
                 out.append(redact_text(repr(redact(dict(response.fields)))) + "\n")
             for call in response.tool_calls:
-                out.append(f"  -> tool call {call.name}({redact_text(repr(redact(dict(call.arguments))))}) [{call.id}]\n")
+                out.append(
+                    f"  -> tool call {call.name}({redact_text(repr(redact(dict(call.arguments))))}) [{call.id}]\n"
+                )
             usage = response.usage
             out.append(
                 f"(finish: {response.finish_reason}; tokens in {usage.input_tokens}, out {usage.output_tokens})\n\n"

@@ -1,0 +1,94 @@
+"""History, Prediction, Example and scripted LM steps."""
+
+import pytest
+
+import imp
+from imp.lm.scripted import to_response
+
+
+def test_history_is_immutable_and_append_returns_a_new_one() -> None:
+    h = imp.History([{"question": "q1", "answer": "a1"}])
+    h2 = h.append({"question": "q2", "answer": "a2"})
+    assert len(h) == 1 and len(h2) == 2
+    with pytest.raises(TypeError):
+        h[0]["question"] = "changed"  # type: ignore[index]
+    assert h2[1]["answer"] == "a2"
+    assert isinstance(h2[0:1], imp.History)
+
+
+def test_history_dump_load_round_trips_tool_steps() -> None:
+    h = imp.History(
+        [
+            {
+                "ticket": "charged twice",
+                "next_thought": "money",
+                "tool_calls": [imp.ToolCall("c1", "on_call", {"team": "atlas"})],
+                "tool_call_results": [imp.ToolResult("c1", "on_call", "Maya")],
+            },
+            {"tool_calls": [], "team": "atlas", "contact": "Maya"},
+        ]
+    )
+    data = h.dump()
+    assert data["type"] == "history"
+    assert data["messages"][0]["tool_calls"] == [{"id": "c1", "name": "on_call", "arguments": {"team": "atlas"}}]
+    again = imp.History.load(data)
+    assert again == h
+    assert again[0]["tool_calls"][0] == imp.ToolCall("c1", "on_call", {"team": "atlas"})
+    with pytest.raises(ValueError, match="history dump"):
+        imp.History.load({"messages": []})
+
+
+def test_history_redact_hides_secrets_by_key_and_shape() -> None:
+    h = imp.History([{"question": "use Bearer abcdefghijklmnop123", "api_key": "plain-value", "answer": "ok"}])
+    red = h.redact()
+    assert red[0]["api_key"] == "[REDACTED]"
+    assert "abcdefghijklmnop123" not in red[0]["question"]
+    assert h[0]["api_key"] == "plain-value"
+
+
+def test_prediction_access_and_metadata() -> None:
+    pred = imp.Prediction({"team": "atlas"}, imp.PredictionMetadata(termination_reason="submit"))
+    assert pred.team == "atlas" and pred["team"] == "atlas" and "team" in pred
+    assert pred.metadata.termination_reason == "submit" and pred.metadata["termination_reason"] == "submit"
+    assert pred.metadata.get("nope") is None
+    with pytest.raises(AttributeError, match="fields: team"):
+        _ = pred.contact
+    with pytest.raises(AttributeError):
+        pred.team = "x"  # type: ignore[misc]
+    assert not imp.Prediction({}, complete=False).complete
+
+
+def test_example_inputs_and_labels() -> None:
+    ex = imp.Example(question="2+2?", answer="4").with_inputs("question")
+    assert ex.inputs() == {"question": "2+2?"} and ex.labels() == {"answer": "4"}
+    assert ex.question == "2+2?" and ex["answer"] == "4"
+    with pytest.raises(ValueError, match="with_inputs"):
+        imp.Example(question="q").inputs()
+    with pytest.raises(KeyError):
+        imp.Example(question="q").with_inputs("nope")
+
+
+def test_scripted_steps_normalise() -> None:
+    text = to_response("hello")
+    assert text.text == "hello" and text.fields is None
+    fields = to_response({"answer": "4"})
+    assert fields.fields == {"answer": "4"}
+    calls = to_response(
+        {"next_thought": "look", "tool_calls": [{"name": "on_call", "arguments": {"team": "atlas"}}]}, request_number=3
+    )
+    assert calls.text == "look" and calls.tool_calls[0] == imp.ToolCall("call_3_0", "on_call", {"team": "atlas"})
+    reply = to_response({"reply": "Maya is on it.", "tool_calls": []})
+    assert reply.text == "Maya is on it." and reply.tool_calls == ()
+    string_args = to_response({"tool_calls": [{"id": "x", "function": {"name": "f", "arguments": '{"a": 1,}'}}]})
+    assert string_args.tool_calls[0].arguments == {"a": 1}
+    with pytest.raises(imp.LMError):
+        to_response(imp.LMError("boom"))
+
+
+async def test_scripted_lm_runs_out_with_a_clear_error() -> None:
+    lm = imp.ScriptedLM(["one"])
+    assert (await lm.request([{"role": "user", "content": "x"}])).text == "one"
+    with pytest.raises(imp.LMError, match="ran out of steps after 1"):
+        await lm.request([])
+    seed_style = imp.ScriptedLM([], exhausted={"tool_calls": []})
+    assert (await seed_style.request([])).tool_calls == ()

@@ -1,0 +1,142 @@
+"""The JSON and XML adapters: their layouts, tolerant parsing, and XML safety."""
+
+from typing import Any
+
+import pydantic
+import pytest
+
+import imp
+
+json_adapter = imp.JSONAdapter()
+xml_adapter = imp.XMLAdapter()
+SIG = imp.signature("ticket -> team: enum[atlas,harbor], urgency: int, tags: list[str]")
+
+
+def test_json_layout_asks_for_one_object() -> None:
+    system, user = json_adapter.format(SIG, {"ticket": "charged twice"})
+    assert "Inputs will have the following structure:\n\n[[ ## ticket ## ]]\n{ticket}" in system["content"]
+    assert 'Outputs will be a JSON object with the following fields.\n\n{\n  "team": "{team}' in system["content"]
+    assert user["content"] == (
+        "[[ ## ticket ## ]]\ncharged twice\n\nRespond with a JSON object in the following order of fields: "
+        "`team` (must be formatted as one of: atlas, harbor), then `urgency` (must be formatted as an integer), "
+        "then `tags` (must be formatted as a list of strings)."
+    )
+
+
+def test_json_demo_turns_are_pretty_objects() -> None:
+    demo = {"ticket": "x", "team": "atlas", "urgency": 2, "tags": ["money"]}
+    messages = json_adapter.format(SIG, {"ticket": "y"}, demos=[demo])
+    assert messages[2]["content"] == '{\n  "team": "atlas",\n  "urgency": 2,\n  "tags": [\n    "money"\n  ]\n}'
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"team": "atlas", "urgency": 2, "tags": ["money"]}',
+        '```json\n{"team": "atlas", "urgency": "2", "tags": ["money"]}\n```',
+        'Sure! Here it is: {"team": "atlas", "urgency": 2, "tags": ["money"]} Hope that helps {.',
+        "{'team': 'atlas', 'urgency': 2, 'tags': ['money'],}",
+    ],
+)
+def test_json_parse_repairs_unwraps_and_finds_the_object(reply: str) -> None:
+    assert json_adapter.parse(SIG, reply) == {"team": "atlas", "urgency": 2, "tags": ["money"]}
+
+
+def test_json_parse_errors() -> None:
+    with pytest.raises(imp.AdapterParseError, match="cannot be serialized to a JSON object"):
+        json_adapter.parse(SIG, "no json at all")
+    with pytest.raises(imp.AdapterParseError, match="`team`"):
+        json_adapter.parse(SIG, '{"team": "Atlas", "urgency": 1, "tags": []}')
+    with pytest.raises(imp.AdapterParseError, match="no output fields"):
+        json_adapter.parse(SIG, '{"other": 1}')
+
+
+def test_strict_schema_falls_back_to_json_object_for_open_objects() -> None:
+    open_sig = imp.signature("q -> data: dict")
+    lm = imp.ScriptedLM([], response_format="json_schema")
+    assert json_adapter.request_options(open_sig, lm) == {"response_format": {"type": "json_object"}}
+
+
+class Item(pydantic.BaseModel):
+    name: str
+    qty: int
+
+
+def _nested_sig() -> imp.Signature:
+    class Sig(imp.Signature):
+        q: str = imp.InputField()
+        answer: str = imp.OutputField()
+        items: list[Item] = imp.OutputField()
+        ok: bool = imp.OutputField()
+
+    return Sig
+
+
+def test_xml_layout_and_request() -> None:
+    sig = _nested_sig()
+    system, user = xml_adapter.format(sig, {"q": "what?"})
+    assert "<q>\n{q}\n</q>" in system["content"]
+    assert "<ok>\n{ok}        # note: the value you produce must be true or false\n</ok>" in system["content"]
+    assert user["content"].startswith(
+        "<q>\nwhat?\n</q>\n\nRespond with the corresponding output fields wrapped in XML tags `<answer>`, then `<items>`, then `<ok>`."
+    )
+    assert "`<item>` for each list item" in user["content"]
+
+
+def test_xml_nested_values_as_nested_tags_both_ways() -> None:
+    sig = _nested_sig()
+    reply = (
+        "<answer>Tom & Jerry say 1 < 2</answer>\n"
+        "<items>\n  <item><name>apple</name><qty>3</qty></item>\n  <item><name>pear</name><qty>1</qty></item>\n</items>\n"
+        "<ok>true</ok>\n<answer>second is ignored</answer>"
+    )
+    parsed = xml_adapter.parse(sig, reply)
+    assert parsed == {
+        "answer": "Tom & Jerry say 1 < 2",
+        "items": [Item(name="apple", qty=3), Item(name="pear", qty=1)],
+        "ok": True,
+    }
+    demo = {"q": "x", "answer": "a < b", "items": [{"name": "fig", "qty": 2}], "ok": False}
+    content = xml_adapter.format(sig, {"q": "y"}, demos=[demo])[2]["content"]
+    assert "<answer>\na &lt; b\n</answer>" in content
+    assert "<item>\n  <name>fig</name>\n  <qty>2</qty>\n</item>" in content
+    assert xml_adapter.parse(sig, content) == {"answer": "a < b", "items": [Item(name="fig", qty=2)], "ok": False}
+
+
+def test_xml_accepts_json_inside_a_tag_and_entities() -> None:
+    sig = _nested_sig()
+    reply = '<answer>A &amp; B</answer><items>[{"name": "kiwi", "qty": 4}]</items><ok>no</ok>'
+    assert xml_adapter.parse(sig, reply) == {"answer": "A & B", "items": [Item(name="kiwi", qty=4)], "ok": False}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '<!DOCTYPE x [<!ENTITY boom "boom">]><answer>&boom;</answer>',
+        '<?xml version="1.0"?><answer>x</answer>',
+        "<!ENTITY lol 'lol'><answer>x</answer>",
+    ],
+)
+def test_xml_refuses_declarations_doctypes_and_entities(reply: str) -> None:
+    with pytest.raises(imp.AdapterParseError, match="not allowed"):
+        xml_adapter.parse(imp.signature("q -> answer"), reply)
+
+
+def test_xml_depth_and_size_are_bounded() -> None:
+    sig = imp.signature("q -> data: list[Any]")
+    deep = "<data>" + "<item>" * 70 + "x" + "</item>" * 70 + "</data>"
+    with pytest.raises(imp.AdapterParseError, match="deeper"):
+        xml_adapter.parse(sig, deep)
+    with pytest.raises(imp.AdapterParseError, match="longer than"):
+        xml_adapter.parse(sig, "<data>" + "x" * 1_000_001 + "</data>")
+
+
+def test_xml_missing_tag_is_an_error() -> None:
+    with pytest.raises(imp.AdapterParseError, match="no output fields"):
+        xml_adapter.parse(imp.signature("q -> answer"), "just prose")
+
+
+def test_every_adapter_parses_a_mapping_the_same_way() -> None:
+    values: dict[str, Any] = {"team": "harbor", "urgency": "3", "tags": ["a"]}
+    for adapter in (imp.ChatAdapter(), json_adapter, xml_adapter):
+        assert adapter.parse(SIG, values) == {"team": "harbor", "urgency": 3, "tags": ["a"]}

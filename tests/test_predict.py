@@ -1,0 +1,253 @@
+"""Predict and ChainOfThought: inputs, the JSON fallback, settings, scripted LMs, deadlines; asyncio and trio."""
+
+import io
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+import imp
+
+ESCALATION = imp.signature(
+    "ticket -> team: enum[atlas,harbor,beacon,quill], contact: string",
+    "Find the squad that owns the ticket and its on-call engineer.",
+)
+GOOD = "[[ ## team ## ]]\natlas\n\n[[ ## contact ## ]]\nMaya\n\n[[ ## completed ## ]]"
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_predict_formats_sends_and_parses() -> None:
+    lm = imp.ScriptedLM([GOOD])
+    pred = await imp.call(imp.predict(ESCALATION, lm=lm), {"ticket": "We were charged twice."})
+    assert (pred.team, pred.contact) == ("atlas", "Maya")
+    assert pred["team"] == "atlas" and pred.fields == {"team": "atlas", "contact": "Maya"}
+    assert pred.complete and pred.metadata.lm_calls == 1 and pred.metadata["finish_reason"] == "stop"
+    assert pred.metadata.usage is not None and pred.metadata.usage.requests == 1
+    assert len(lm.requests) == 1
+    assert lm.requests[0].messages[-1]["content"].startswith("[[ ## ticket ## ]]\nWe were charged twice.")
+
+
+async def test_inputs_as_keywords_and_a_scripted_mapping_of_fields() -> None:
+    lm = imp.ScriptedLM([{"team": "harbor", "contact": "Tom"}])
+    pred = await imp.call(imp.predict(ESCALATION, lm=lm), ticket="The deploy is stuck.")
+    assert pred.fields == {"team": "harbor", "contact": "Tom"}
+
+
+async def test_missing_input_fails_before_any_lm_call() -> None:
+    lm = imp.ScriptedLM([GOOD])
+    with pytest.raises(imp.MissingInputError, match="`ticket`"), pytest.warns(UserWarning, match="tickt"):
+        await imp.call(imp.predict(ESCALATION, lm=lm), {"tickt": "typo"})
+    assert lm.requests == []
+
+
+async def test_unknown_inputs_are_a_warning() -> None:
+    lm = imp.ScriptedLM([GOOD])
+    with pytest.warns(UserWarning, match="extra"):
+        await imp.call(imp.predict(ESCALATION, lm=lm), ticket="t", extra=1)
+
+
+def test_unknown_options_raise_at_construction() -> None:
+    with pytest.raises(TypeError, match=r"\['temperature'\].*config="):
+        imp.predict(ESCALATION, temperature=0.2)
+    with pytest.raises(TypeError, match="bogus"):
+        imp.chain_of_thought(ESCALATION, bogus=True)
+
+
+async def test_config_goes_to_the_lm_and_merges_per_call() -> None:
+    lm = imp.ScriptedLM([GOOD, GOOD])
+    program = imp.predict(ESCALATION, lm=lm, config={"temperature": 0.1, "max_tokens": 100})
+    await imp.call(program, ticket="a")
+    await imp.call(program, ticket="b", config={"max_tokens": 5})
+    assert lm.requests[0].options == {"temperature": 0.1, "max_tokens": 100}
+    assert lm.requests[1].options == {"temperature": 0.1, "max_tokens": 5}
+
+
+async def test_json_fallback_asks_once_through_the_json_adapter() -> None:
+    lm = imp.ScriptedLM(["The team is atlas and Maya is on call.", '{"team": "atlas", "contact": "Maya"}'])
+    pred = await imp.call(imp.predict(ESCALATION, lm=lm), ticket="t")
+    assert pred.fields == {"team": "atlas", "contact": "Maya"}
+    assert pred.metadata.json_fallback and pred.metadata.adapter == "JSONAdapter" and pred.metadata.lm_calls == 2
+    retry = lm.requests[1].messages
+    assert "Outputs will be a JSON object with the following fields." in retry[0]["content"]
+    assert retry[-1]["content"].endswith(
+        "Respond with a JSON object in the following order of fields: `team` (must be formatted as one of: "
+        "atlas, harbor, beacon, quill), then `contact`."
+    )
+
+
+async def test_fallback_failure_raises_the_original_error_after_two_calls() -> None:
+    lm = imp.ScriptedLM(["no fields here", "still none", GOOD])
+    with pytest.raises(imp.AdapterParseError) as info:
+        await imp.call(imp.predict(ESCALATION, lm=lm), ticket="t")
+    assert info.value.adapter == "ChatAdapter"
+    assert info.value.completion == "no fields here"
+    assert len(lm.requests) == 2
+
+
+async def test_an_lm_error_never_triggers_the_fallback() -> None:
+    lm = imp.ScriptedLM([imp.LMError("overloaded", status=529, provider="x"), GOOD])
+    with pytest.raises(imp.LMError):
+        await imp.call(imp.predict(ESCALATION, lm=lm), ticket="t")
+    assert len(lm.requests) == 1
+
+
+async def test_the_fallbacks_lm_error_is_raised_as_is() -> None:
+    lm = imp.ScriptedLM(["no fields", imp.LMError("bad gateway", status=502)])
+    with pytest.raises(imp.LMError, match="bad gateway"):
+        await imp.call(imp.predict(ESCALATION, lm=lm), ticket="t")
+
+
+async def test_json_fallback_can_be_turned_off() -> None:
+    lm = imp.ScriptedLM(["no fields", GOOD])
+    with pytest.raises(imp.AdapterParseError):
+        await imp.call(imp.predict(ESCALATION, lm=lm, json_fallback=False), ticket="t")
+    assert len(lm.requests) == 1
+
+
+async def test_renderers_get_the_fallback_adapters_own_default() -> None:
+    seen: list[str] = []
+
+    def terse(signature: imp.Signature, opts: dict[str, Any]) -> str:
+        text = "Answer tersely.\n\n" + opts["default_system"](signature, opts)
+        seen.append(text)
+        return text
+
+    lm = imp.ScriptedLM(["unparseable", '{"team": "quill", "contact": "Raj"}'])
+    pred = await imp.call(imp.predict(ESCALATION, lm=lm, adapter_opts={"system_renderer": terse}), ticket="t")
+    assert pred.team == "quill"
+    assert seen[0].startswith("Answer tersely.\n\nYour input fields are:") and "[[ ## completed ## ]]" in seen[0]
+    assert seen[1].startswith("Answer tersely.\n\n") and "Outputs will be a JSON object" in seen[1]
+
+
+async def test_xml_adapter_program_and_its_fallback() -> None:
+    lm = imp.ScriptedLM(["<team>beacon</team>\n<contact>Ines</contact>"])
+    pred = await imp.call(imp.predict(ESCALATION, lm=lm, adapter=imp.XMLAdapter()), ticket="t")
+    assert pred.fields == {"team": "beacon", "contact": "Ines"}
+    lm = imp.ScriptedLM(["nothing", '{"team": "beacon", "contact": "Ines"}'])
+    pred = await imp.call(imp.predict(ESCALATION, lm=lm, adapter=imp.XMLAdapter()), ticket="t")
+    assert pred.metadata.json_fallback
+
+
+async def test_json_adapter_asks_for_structured_output_by_capability() -> None:
+    schema_lm = imp.ScriptedLM(['{"team": "atlas", "contact": "Maya"}'], response_format="json_schema")
+    await imp.call(imp.predict(ESCALATION, lm=schema_lm, adapter=imp.JSONAdapter()), ticket="t")
+    fmt = schema_lm.requests[0].options["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["schema"]["required"] == ["team", "contact"]
+    assert fmt["json_schema"]["schema"]["additionalProperties"] is False
+    object_lm = imp.ScriptedLM(['{"team": "atlas", "contact": "Maya"}'], response_format="json_object")
+    await imp.call(imp.predict(ESCALATION, lm=object_lm, adapter=imp.JSONAdapter()), ticket="t")
+    assert object_lm.requests[0].options == {"response_format": {"type": "json_object"}}
+    plain_lm = imp.ScriptedLM(['{"team": "atlas", "contact": "Maya"}'])
+    await imp.call(imp.predict(ESCALATION, lm=plain_lm, adapter=imp.JSONAdapter()), ticket="t")
+    assert plain_lm.requests[0].options == {}
+
+
+async def test_chain_of_thought_adds_reasoning_first() -> None:
+    lm = imp.ScriptedLM(["[[ ## reasoning ## ]]\nMoney is atlas.\n\n" + GOOD])
+    program = imp.chain_of_thought(ESCALATION, lm=lm)
+    assert list(program.signature.outputs) == ["reasoning", "team", "contact"]
+    pred = await imp.call(program, ticket="charged twice")
+    assert pred.reasoning == "Money is atlas." and pred.team == "atlas"
+    assert "`[[ ## reasoning ## ]]`, then `[[ ## team ## ]]`" in lm.requests[0].messages[-1]["content"]
+
+
+async def test_static_lm_with_an_async_handler_receives_messages_and_options() -> None:
+    calls: list[tuple[int, dict[str, Any]]] = []
+
+    async def handler(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
+        await anyio.lowlevel.checkpoint()
+        calls.append((len(messages), options))
+        return GOOD
+
+    pred = await imp.call(imp.predict(ESCALATION, lm=imp.StaticLM(handler), config={"seed": 1}), ticket="t")
+    assert pred.contact == "Maya" and calls == [(2, {"seed": 1})]
+
+
+async def test_programs_are_immutable_values() -> None:
+    program = imp.predict(ESCALATION)
+    lm = imp.ScriptedLM([GOOD])
+    pinned = program.with_lm(lm)
+    assert program.lm is None and pinned.lm is lm
+    assert program.with_demos([{"ticket": "x", "team": "atlas", "contact": "Maya"}]).demos != program.demos
+    with pytest.raises(AttributeError):
+        program.lm = lm  # type: ignore[misc]
+
+
+async def test_no_lm_configured_is_a_clear_error() -> None:
+    with pytest.raises(imp.ImpError, match="no LM configured"):
+        await imp.call(imp.predict(ESCALATION), ticket="t")
+
+
+async def test_context_overrides_never_leak_between_concurrent_tasks() -> None:
+    def lm_for(team: str) -> imp.StaticLM:
+        async def handler(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
+            await anyio.sleep(0.01)
+            return GOOD.replace("atlas", team)
+
+        return imp.StaticLM(handler)
+
+    program = imp.predict(ESCALATION)
+    results: dict[str, str] = {}
+
+    async def run(team: str) -> None:
+        with imp.context(lm=lm_for(team)):
+            for _ in range(3):
+                results[team] = (await imp.call(program, ticket="t")).team
+                await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        for team in ("atlas", "harbor", "beacon", "quill"):
+            tg.start_soon(run, team)
+    assert results == {t: t for t in ("atlas", "harbor", "beacon", "quill")}
+    assert imp.settings().lm is None
+
+
+async def test_configure_sets_the_process_default() -> None:
+    lm = imp.ScriptedLM([GOOD])
+    imp.configure(lm=lm)
+    try:
+        assert (await imp.call(imp.predict(ESCALATION), ticket="t")).team == "atlas"
+    finally:
+        imp.configure(lm=None)
+    with pytest.raises(TypeError, match="unknown setting"):
+        imp.configure(lmm=lm)
+
+
+async def test_deadline_on_a_hanging_lm_raises_deadline_exceeded_promptly() -> None:
+    async def hang(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
+        await anyio.sleep(30)
+        return GOOD
+
+    program = imp.predict(ESCALATION, lm=imp.StaticLM(hang))
+    start = anyio.current_time()
+    with pytest.raises(imp.DeadlineExceeded), imp.deadline(0.05):
+        await imp.call(program, ticket="t")
+    assert anyio.current_time() - start < 1.0
+    assert isinstance(imp.DeadlineExceeded("x"), TimeoutError)
+
+
+async def test_usage_of_concurrent_children_reaches_the_parent() -> None:
+    from imp.runtime.usage import track_usage
+
+    lm = imp.ScriptedLM([GOOD] * 5)
+    program = imp.predict(ESCALATION, lm=lm)
+    with track_usage() as total:
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(imp.call, program, {"ticket": "t"})
+    assert total.total.requests == 5
+
+
+def test_call_sync_and_inspect_history_redacts() -> None:
+    secret = "sk-abcdefghijklmnopqrstuvwx"
+    lm = imp.ScriptedLM([GOOD])
+    pred = imp.call_sync(imp.predict(ESCALATION, lm=lm), ticket=f"my key is {secret}")
+    assert pred.team == "atlas"
+    buffer = io.StringIO()
+    text = imp.inspect_history(1, file=buffer)
+    assert "System message:" in text and "User message:" in text and "Response:" in text
+    assert "Maya" in text
+    assert secret not in text and "[REDACTED]" in text
