@@ -13,16 +13,40 @@ from imp.errors import (
 from imp.history import History, ToolCall, ToolResult
 from imp.lm import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
 from imp.prediction import Example, Prediction, PredictionMetadata
-from imp.programs import ChainOfThought, Predict, Program, call, call_sync, chain_of_thought, predict
+from imp.programs import (
+    CONTINUE,
+    ChainOfThought,
+    Finish,
+    Predict,
+    Program,
+    ReAct,
+    call,
+    call_sync,
+    chain_of_thought,
+    predict,
+    react,
+)
 from imp.runtime.deadline import deadline
 from imp.runtime.trace import inspect_history
 from imp.settings import Settings, configure, context, settings
 from imp.signature import Field, InputField, OutputField, Signature, signature
+from imp.tools import Allow, Cancel, Deny, ExecutionCancelled, Tool, ToolError, tool
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CONTINUE",
     "LM",
+    "Allow",
+    "Cancel",
+    "Deny",
+    "ExecutionCancelled",
+    "Finish",
+    "ReAct",
+    "Tool",
+    "ToolError",
+    "react",
+    "tool",
     "Adapter",
     "AdapterParseError",
     "ChainOfThought",

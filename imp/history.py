@@ -161,9 +161,12 @@ class History(Sequence[Turn]):
 
 def _freeze_turn(turn: Turn) -> dict[str, Any]:
     out = dict(turn)
-    for key in ("tool_calls", "tool_call_results"):
-        if key in out and isinstance(out[key], list):
-            out[key] = tuple(out[key])
+    if out.get("tool_calls") is not None:
+        out["tool_calls"] = tuple(c if isinstance(c, ToolCall) else ToolCall.load(c) for c in out["tool_calls"])
+    if out.get("tool_call_results") is not None:
+        out["tool_call_results"] = tuple(
+            r if isinstance(r, ToolResult) else ToolResult.load(r) for r in out["tool_call_results"]
+        )
     return out
 
 

@@ -291,6 +291,13 @@ def _match_choice(field: Field, choices: list[Any], text: str) -> Any:
     raise CoercionError(field.name, text, "must be one of: " + ", ".join(str(c) for c in choices))
 
 
+def _wants_json_container(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (list, dict, tuple, set) or annotation in (list, dict):
+        return True
+    return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
+
+
 def coerce_text(field: Field, text: str) -> Any:
     """Coerce one field's text from a reply into the field's type (raises `CoercionError`)."""
     annotation = base_annotation(field.annotation)
@@ -331,11 +338,17 @@ def coerce_text(field: Field, text: str) -> Any:
         except ValueError:
             raise CoercionError(field.name, text, "expected an ISO 8601 date") from None
     else:
+        body = unwrap_fence(stripped).strip()
+        if _wants_json_container(annotation) and not body.startswith(("[", "{")):
+            raise CoercionError(field.name, text, f"expected {type_name(field.annotation)} written as JSON")
         try:
-            value = load_json(stripped)
+            value = load_json(body)
         except ValueError as exc:
             raise CoercionError(field.name, text, str(exc)) from None
-        return _validate(field, value)
+        try:
+            return _validate(field, value)
+        except CoercionError as exc:
+            raise CoercionError(field.name, text, exc.reason) from None
     if field.constraints:
         return _validate(field, value)
     return value

@@ -6,6 +6,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from imp_backends import both_backends
 
 import imp
 
@@ -15,9 +16,21 @@ ESCALATION = imp.signature(
 )
 GOOD = "[[ ## team ## ]]\natlas\n\n[[ ## contact ## ]]\nMaya\n\n[[ ## completed ## ]]"
 
-pytestmark = pytest.mark.anyio
+_seen_backends: set[str] = set()
 
 
+@both_backends
+async def test_runs_under_each_backend() -> None:
+    import sniffio
+
+    _seen_backends.add(sniffio.current_async_library())
+
+
+def test_both_backends_ran() -> None:
+    assert _seen_backends == {"asyncio", "trio"}
+
+
+@both_backends
 async def test_predict_formats_sends_and_parses() -> None:
     lm = imp.ScriptedLM([GOOD])
     pred = await imp.call(imp.predict(ESCALATION, lm=lm), {"ticket": "We were charged twice."})
@@ -29,12 +42,14 @@ async def test_predict_formats_sends_and_parses() -> None:
     assert lm.requests[0].messages[-1]["content"].startswith("[[ ## ticket ## ]]\nWe were charged twice.")
 
 
+@both_backends
 async def test_inputs_as_keywords_and_a_scripted_mapping_of_fields() -> None:
     lm = imp.ScriptedLM([{"team": "harbor", "contact": "Tom"}])
     pred = await imp.call(imp.predict(ESCALATION, lm=lm), ticket="The deploy is stuck.")
     assert pred.fields == {"team": "harbor", "contact": "Tom"}
 
 
+@both_backends
 async def test_missing_input_fails_before_any_lm_call() -> None:
     lm = imp.ScriptedLM([GOOD])
     with pytest.raises(imp.MissingInputError, match="`ticket`"), pytest.warns(UserWarning, match="tickt"):
@@ -42,6 +57,7 @@ async def test_missing_input_fails_before_any_lm_call() -> None:
     assert lm.requests == []
 
 
+@both_backends
 async def test_unknown_inputs_are_a_warning() -> None:
     lm = imp.ScriptedLM([GOOD])
     with pytest.warns(UserWarning, match="extra"):
@@ -55,6 +71,7 @@ def test_unknown_options_raise_at_construction() -> None:
         imp.chain_of_thought(ESCALATION, bogus=True)
 
 
+@both_backends
 async def test_config_goes_to_the_lm_and_merges_per_call() -> None:
     lm = imp.ScriptedLM([GOOD, GOOD])
     program = imp.predict(ESCALATION, lm=lm, config={"temperature": 0.1, "max_tokens": 100})
@@ -64,6 +81,7 @@ async def test_config_goes_to_the_lm_and_merges_per_call() -> None:
     assert lm.requests[1].options == {"temperature": 0.1, "max_tokens": 5}
 
 
+@both_backends
 async def test_json_fallback_asks_once_through_the_json_adapter() -> None:
     lm = imp.ScriptedLM(["The team is atlas and Maya is on call.", '{"team": "atlas", "contact": "Maya"}'])
     pred = await imp.call(imp.predict(ESCALATION, lm=lm), ticket="t")
@@ -77,6 +95,7 @@ async def test_json_fallback_asks_once_through_the_json_adapter() -> None:
     )
 
 
+@both_backends
 async def test_fallback_failure_raises_the_original_error_after_two_calls() -> None:
     lm = imp.ScriptedLM(["no fields here", "still none", GOOD])
     with pytest.raises(imp.AdapterParseError) as info:
@@ -86,6 +105,7 @@ async def test_fallback_failure_raises_the_original_error_after_two_calls() -> N
     assert len(lm.requests) == 2
 
 
+@both_backends
 async def test_an_lm_error_never_triggers_the_fallback() -> None:
     lm = imp.ScriptedLM([imp.LMError("overloaded", status=529, provider="x"), GOOD])
     with pytest.raises(imp.LMError):
@@ -93,12 +113,14 @@ async def test_an_lm_error_never_triggers_the_fallback() -> None:
     assert len(lm.requests) == 1
 
 
+@both_backends
 async def test_the_fallbacks_lm_error_is_raised_as_is() -> None:
     lm = imp.ScriptedLM(["no fields", imp.LMError("bad gateway", status=502)])
     with pytest.raises(imp.LMError, match="bad gateway"):
         await imp.call(imp.predict(ESCALATION, lm=lm), ticket="t")
 
 
+@both_backends
 async def test_json_fallback_can_be_turned_off() -> None:
     lm = imp.ScriptedLM(["no fields", GOOD])
     with pytest.raises(imp.AdapterParseError):
@@ -106,6 +128,7 @@ async def test_json_fallback_can_be_turned_off() -> None:
     assert len(lm.requests) == 1
 
 
+@both_backends
 async def test_renderers_get_the_fallback_adapters_own_default() -> None:
     seen: list[str] = []
 
@@ -121,6 +144,7 @@ async def test_renderers_get_the_fallback_adapters_own_default() -> None:
     assert seen[1].startswith("Answer tersely.\n\n") and "Outputs will be a JSON object" in seen[1]
 
 
+@both_backends
 async def test_xml_adapter_program_and_its_fallback() -> None:
     lm = imp.ScriptedLM(["<team>beacon</team>\n<contact>Ines</contact>"])
     pred = await imp.call(imp.predict(ESCALATION, lm=lm, adapter=imp.XMLAdapter()), ticket="t")
@@ -130,6 +154,7 @@ async def test_xml_adapter_program_and_its_fallback() -> None:
     assert pred.metadata.json_fallback
 
 
+@both_backends
 async def test_json_adapter_asks_for_structured_output_by_capability() -> None:
     schema_lm = imp.ScriptedLM(['{"team": "atlas", "contact": "Maya"}'], response_format="json_schema")
     await imp.call(imp.predict(ESCALATION, lm=schema_lm, adapter=imp.JSONAdapter()), ticket="t")
@@ -145,6 +170,7 @@ async def test_json_adapter_asks_for_structured_output_by_capability() -> None:
     assert plain_lm.requests[0].options == {}
 
 
+@both_backends
 async def test_chain_of_thought_adds_reasoning_first() -> None:
     lm = imp.ScriptedLM(["[[ ## reasoning ## ]]\nMoney is atlas.\n\n" + GOOD])
     program = imp.chain_of_thought(ESCALATION, lm=lm)
@@ -154,6 +180,7 @@ async def test_chain_of_thought_adds_reasoning_first() -> None:
     assert "`[[ ## reasoning ## ]]`, then `[[ ## team ## ]]`" in lm.requests[0].messages[-1]["content"]
 
 
+@both_backends
 async def test_static_lm_with_an_async_handler_receives_messages_and_options() -> None:
     calls: list[tuple[int, dict[str, Any]]] = []
 
@@ -166,6 +193,7 @@ async def test_static_lm_with_an_async_handler_receives_messages_and_options() -
     assert pred.contact == "Maya" and calls == [(2, {"seed": 1})]
 
 
+@both_backends
 async def test_programs_are_immutable_values() -> None:
     program = imp.predict(ESCALATION)
     lm = imp.ScriptedLM([GOOD])
@@ -176,11 +204,13 @@ async def test_programs_are_immutable_values() -> None:
         program.lm = lm  # type: ignore[misc]
 
 
+@both_backends
 async def test_no_lm_configured_is_a_clear_error() -> None:
     with pytest.raises(imp.ImpError, match="no LM configured"):
         await imp.call(imp.predict(ESCALATION), ticket="t")
 
 
+@both_backends
 async def test_context_overrides_never_leak_between_concurrent_tasks() -> None:
     def lm_for(team: str) -> imp.StaticLM:
         async def handler(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
@@ -205,6 +235,7 @@ async def test_context_overrides_never_leak_between_concurrent_tasks() -> None:
     assert imp.settings().lm is None
 
 
+@both_backends
 async def test_configure_sets_the_process_default() -> None:
     lm = imp.ScriptedLM([GOOD])
     imp.configure(lm=lm)
@@ -216,6 +247,7 @@ async def test_configure_sets_the_process_default() -> None:
         imp.configure(lmm=lm)
 
 
+@both_backends
 async def test_deadline_on_a_hanging_lm_raises_deadline_exceeded_promptly() -> None:
     async def hang(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
         await anyio.sleep(30)
@@ -229,6 +261,7 @@ async def test_deadline_on_a_hanging_lm_raises_deadline_exceeded_promptly() -> N
     assert isinstance(imp.DeadlineExceeded("x"), TimeoutError)
 
 
+@both_backends
 async def test_usage_of_concurrent_children_reaches_the_parent() -> None:
     from imp.runtime.usage import track_usage
 

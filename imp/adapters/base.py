@@ -433,6 +433,10 @@ def guidance_lines(signature: Signature, guidance: Mapping[str, Any] | None, age
     if submit:
         outputs = ", ".join(f"`{n}`" for n in guidance.get("output_names") or signature.outputs)
         lines.append(f"When the final answer is ready, call `{submit}` with {outputs}.")
+        described = list(guidance.get("output_lines") or ())
+        if described:
+            lines.append(f"The outputs `{submit}` takes:")
+            lines.extend(described)
     elif finish_tools:
         names = " or ".join(f"`{n}`" for n in finish_tools)
         lines.append(f"To end the turn, call {names}.")

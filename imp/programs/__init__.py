@@ -2,5 +2,18 @@
 
 from imp.programs.base import Program, call, call_sync
 from imp.programs.predict import ChainOfThought, Predict, chain_of_thought, predict
+from imp.programs.react import CONTINUE, Finish, ReAct, react
 
-__all__ = ["ChainOfThought", "Predict", "Program", "call", "call_sync", "chain_of_thought", "predict"]
+__all__ = [
+    "CONTINUE",
+    "ChainOfThought",
+    "Finish",
+    "Predict",
+    "Program",
+    "ReAct",
+    "call",
+    "call_sync",
+    "chain_of_thought",
+    "predict",
+    "react",
+]

@@ -1,0 +1,375 @@
+"""How much time imp spends around one `predict` call, side by side with DSPy and pydantic-ai.
+
+Every framework talks to a zero-latency LM that returns a fixed reply at once, so what is timed is
+the framework itself: formatting the request, parsing the reply, validating the fields, and the
+bookkeeping around them (history, usage, callbacks). Run it with `make bench`, which installs DSPy
+3.3 and pydantic-ai beside imp in `.venv-bench`; without them it times imp alone and says so.
+
+    .venv-bench/bin/python benchmarks/overhead.py            # the table
+    .venv-bench/bin/python benchmarks/overhead.py -n 500     # fewer calls
+    .venv-bench/bin/python benchmarks/overhead.py --profile  # where imp's time goes (cProfile)
+
+The runners, for each signature (`question -> answer`, and the escalation signature of seed 001):
+
+- DSPy sync: `dspy.Predict(sig)(**inputs)` with `dspy.ChatAdapter`, on a `dspy.BaseLM` subclass
+  (no litellm, no network, no cache: DSPy formats and parses every call).
+- DSPy async: `await predict.acall(**inputs)`, same LM.
+- pydantic-ai: `await agent.run(prompt)` on a `FunctionModel` that answers at once (text for
+  `str` output, the output tool for the structured one).
+- imp async: `await imp.call(program, inputs)` on a zero-latency `imp.LM`.
+- imp sync: `imp.call_sync(program, inputs)` (one event loop per call, as a script would use it).
+- imp async, ScriptedLM: the same as imp async, on `imp.ScriptedLM` (which records every request).
+
+The headline is imp async / DSPy sync; the target is at most 0.20 (five times faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import io
+import platform
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's imp, whatever the venv holds
+
+import imp
+
+TARGET_RATIO = 0.20
+INSTRUCTIONS = (
+    "Find the squad that owns the ticket and its on-call engineer. "
+    "atlas owns money, harbor the platform, beacon identity, quill the product."
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One signature, its inputs, the fixed reply every LM gives, and the answer expected back."""
+
+    name: str
+    imp_signature: imp.Signature
+    inputs: Mapping[str, str]
+    reply: str
+    expected: Mapping[str, str]
+
+
+CASES = (
+    Case(
+        name="question -> answer",
+        imp_signature=imp.signature("question -> answer"),
+        inputs={"question": "What is the capital of France?"},
+        reply="[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]",
+        expected={"answer": "Paris"},
+    ),
+    Case(
+        name="ticket -> team: enum, contact",
+        imp_signature=imp.signature("ticket -> team: enum[atlas,harbor,beacon,quill], contact: string", INSTRUCTIONS),
+        inputs={"ticket": "We were charged twice this month; please refund the second payment."},
+        reply="[[ ## team ## ]]\natlas\n\n[[ ## contact ## ]]\nMaya\n\n[[ ## completed ## ]]",
+        expected={"team": "atlas", "contact": "Maya"},
+    ),
+)
+
+
+@dataclass
+class Runner:
+    """One way of calling a program: a sync function or a coroutine function of no arguments."""
+
+    label: str
+    check: Callable[[], Mapping[str, Any]]
+    sync: Callable[[], object] | None = None
+    run_async: Callable[[], Awaitable[object]] | None = None
+    results: list[float] = field(default_factory=list)
+
+
+# --- imp -------------------------------------------------------------------------------------
+
+
+class ZeroLM(imp.LM):
+    """An imp LM that answers every request at once with the same reply."""
+
+    provider = "bench"
+
+    def __init__(self, reply: str) -> None:
+        self.model = "zero"
+        self._response = imp.LMResponse(text=reply, model="zero", usage=imp.Usage(requests=1))
+
+    async def request(self, messages: Sequence[dict[str, Any]], **options: Any) -> imp.LMResponse:
+        return self._response
+
+
+def imp_runners(case: Case) -> list[Runner]:
+    program = imp.predict(case.imp_signature, lm=ZeroLM(case.reply))
+    scripted = imp.predict(case.imp_signature, lm=imp.ScriptedLM([], exhausted=case.reply))
+    inputs = dict(case.inputs)
+
+    async def run_async() -> imp.Prediction:
+        return await imp.call(program, inputs)
+
+    async def run_scripted() -> imp.Prediction:
+        return await imp.call(scripted, inputs)
+
+    def run_sync() -> imp.Prediction:
+        return imp.call_sync(program, inputs)
+
+    def check() -> Mapping[str, Any]:
+        return imp.call_sync(program, inputs).fields
+
+    return [
+        Runner("imp  await imp.call", check, run_async=run_async),
+        Runner("imp  imp.call_sync", check, sync=run_sync),
+        Runner("imp  await imp.call (ScriptedLM)", check, run_async=run_scripted),
+    ]
+
+
+# --- DSPy ------------------------------------------------------------------------------------
+
+
+def dspy_runners(case: Case) -> tuple[list[Runner], str]:
+    try:
+        import dspy
+        from dspy.dsp.utils.utils import dotdict
+    except ImportError as exc:
+        return [], f"DSPy is not importable here ({exc}); skipped. `make bench` installs it in .venv-bench."
+
+    class ZeroDSPyLM(dspy.BaseLM):  # type: ignore[misc]
+        """A DSPy LM on the legacy forward contract: an OpenAI-shaped reply at once, no cache."""
+
+        forward_contract = "legacy"
+
+        def __init__(self, reply: str) -> None:
+            super().__init__(model="bench/zero", model_type="chat", temperature=0.0, max_tokens=1000, cache=False)
+            self._reply = reply
+
+        def _response(self) -> Any:
+            message = dotdict(content=self._reply, tool_calls=None)
+            return dotdict(
+                choices=[dotdict(message=message, finish_reason="stop")],
+                usage=dotdict(prompt_tokens=0, completion_tokens=0, total_tokens=0),
+                model="bench/zero",
+            )
+
+        def forward(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
+            return self._response()
+
+        async def aforward(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
+            return self._response()
+
+    if "team" in case.expected:
+
+        class Escalation(dspy.Signature):  # type: ignore[misc]
+            __doc__ = INSTRUCTIONS
+            ticket: str = dspy.InputField()
+            team: Literal["atlas", "harbor", "beacon", "quill"] = dspy.OutputField()
+            contact: str = dspy.OutputField()
+
+        predict = dspy.Predict(Escalation)
+    else:
+        predict = dspy.Predict("question -> answer")
+    # Set once, as a DSPy program would: the LM on the predictor, the adapter in the global settings.
+    predict.lm = ZeroDSPyLM(case.reply)
+    dspy.configure(adapter=dspy.ChatAdapter())
+    inputs = dict(case.inputs)
+
+    def run_sync() -> object:
+        return predict(**inputs)
+
+    async def run_async() -> object:
+        return await predict.acall(**inputs)
+
+    def check() -> Mapping[str, Any]:
+        return dict(run_sync().items())  # type: ignore[attr-defined]
+
+    version = getattr(dspy, "__version__", "?")
+    return [
+        Runner(f"DSPy {version}  predict(...)", check, sync=run_sync),
+        Runner(f"DSPy {version}  await predict.acall(...)", check, run_async=run_async),
+    ], ""
+
+
+# --- pydantic-ai -----------------------------------------------------------------------------
+
+
+def pydantic_ai_runners(case: Case) -> tuple[list[Runner], str]:
+    try:
+        import pydantic
+        import pydantic_ai
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+        from pydantic_ai.models.function import AgentInfo, FunctionModel
+    except ImportError as exc:
+        return [], f"pydantic-ai is not importable here ({exc}); skipped."
+
+    structured = "team" in case.expected
+    expected = dict(case.expected)
+
+    def answer(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        if structured:
+            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, expected)])
+        return ModelResponse(parts=[TextPart(expected["answer"])])
+
+    model = FunctionModel(answer, model_name="zero")
+    prompt = "\n".join(case.inputs.values())
+    if structured:
+
+        class Escalation(pydantic.BaseModel):
+            team: Literal["atlas", "harbor", "beacon", "quill"]
+            contact: str
+
+        agent: Any = Agent(model, output_type=Escalation, instructions=INSTRUCTIONS)
+    else:
+        agent = Agent(model, output_type=str)
+
+    async def run_async() -> object:
+        return await agent.run(prompt)
+
+    def check() -> Mapping[str, Any]:
+        output = asyncio.run(agent.run(prompt)).output
+        return output.model_dump() if structured else {"answer": output}
+
+    version = getattr(pydantic_ai, "__version__", "?")
+    return [Runner(f"pydantic-ai {version}  await agent.run", check, run_async=run_async)], ""
+
+
+# --- timing ----------------------------------------------------------------------------------
+
+
+def time_sync(fn: Callable[[], object], warmup: int, rounds: int, per_round: int) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    out: list[float] = []
+    for _ in range(rounds):
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(per_round):
+            fn()
+        out.append((time.perf_counter() - start) / per_round * 1e6)
+    return out
+
+
+async def _time_async(fn: Callable[[], Awaitable[object]], warmup: int, rounds: int, per_round: int) -> list[float]:
+    for _ in range(warmup):
+        await fn()
+    out: list[float] = []
+    for _ in range(rounds):
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(per_round):
+            await fn()
+        out.append((time.perf_counter() - start) / per_round * 1e6)
+    return out
+
+
+def measure(runner: Runner, warmup: int, rounds: int, per_round: int) -> None:
+    if runner.sync is not None:
+        runner.results = time_sync(runner.sync, warmup, rounds, per_round)
+    else:
+        assert runner.run_async is not None
+        runner.results = asyncio.run(_time_async(runner.run_async, warmup, rounds, per_round))
+
+
+def verify(runner: Runner, case: Case) -> None:
+    got = {k: str(v) for k, v in runner.check().items() if k in case.expected}
+    if got != dict(case.expected):
+        raise SystemExit(f"{runner.label} answered {got}, expected {dict(case.expected)}: the benchmark is wrong")
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def print_table(case: Case, runners: list[Runner], n: int) -> None:
+    dspy_sync = next((r for r in runners if r.label.startswith("DSPy") and r.sync is not None), None)
+    base = median(dspy_sync.results) if dspy_sync else None
+    width = max(len(r.label) for r in runners)
+    print(f"\n{case.name}   ({n} calls per runner, median of rounds)")
+    print(f"  {'runner':<{width}}  {'µs/call':>9}  {'spread':>13}  {'vs DSPy sync':>12}")
+    print(f"  {'-' * width}  {'-' * 9}  {'-' * 13}  {'-' * 12}")
+    for r in runners:
+        mid = median(r.results)
+        spread = f"{min(r.results):.1f}-{max(r.results):.1f}"
+        ratio = f"{mid / base:.3f}" if base else "n/a"
+        print(f"  {r.label:<{width}}  {mid:>9.1f}  {spread:>13}  {ratio:>12}")
+    imp_async = median(next(r for r in runners if r.label == "imp  await imp.call").results)
+    if base:
+        ratio = imp_async / base
+        verdict = "meets" if ratio <= TARGET_RATIO else "MISSES"
+        print(
+            f"  => imp await imp.call / DSPy sync = {ratio:.3f} ({base / imp_async:.1f}x faster); "
+            f"target <= {TARGET_RATIO:.2f}: {verdict}"
+        )
+    dspy_fastest = min((median(r.results) for r in runners if r.label.startswith("DSPy")), default=None)
+    if dspy_fastest and dspy_fastest < (base or float("inf")):
+        print(
+            f"  => against DSPy's faster path (acall): {imp_async / dspy_fastest:.3f} ({dspy_fastest / imp_async:.1f}x)"
+        )
+
+
+def profile_imp(case: Case, calls: int, top: int) -> None:
+    """cProfile imp's async path for one case and print the functions with the most own time."""
+    (runner, *_) = imp_runners(case)
+    assert runner.run_async is not None
+    run_async = runner.run_async
+
+    async def loop() -> None:
+        for _ in range(calls):
+            await run_async()
+
+    asyncio.run(loop())  # warm up
+    profiler = cProfile.Profile()
+    profiler.enable()
+    asyncio.run(loop())
+    profiler.disable()
+    buffer = io.StringIO()
+    stats = pstats.Stats(profiler, stream=buffer).strip_dirs()
+    stats.sort_stats("tottime").print_stats(top)
+    print(f"\n--- cProfile: {case.name}, {calls} calls of await imp.call, by own time ---")
+    print(buffer.getvalue())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("-n", type=int, default=2000, help="timed calls per runner (default 2000)")
+    parser.add_argument("--rounds", type=int, default=5, help="the timed calls are split into this many rounds")
+    parser.add_argument("--warmup", type=int, default=200, help="untimed calls first")
+    parser.add_argument("--profile", action="store_true", help="also cProfile imp's async path")
+    args = parser.parse_args(argv)
+    rounds = max(1, args.rounds)
+    per_round = max(1, args.n // rounds)
+
+    print("imp overhead per predict call, zero-latency LM (format + parse + validation)")
+    print(f"Python {platform.python_version()} on {platform.machine()}, imp {imp.__version__}")
+    notes: set[str] = set()
+    started = time.perf_counter()
+    for case in CASES:
+        runners: list[Runner] = []
+        for build in (dspy_runners, pydantic_ai_runners):
+            found, note = build(case)
+            runners.extend(found)
+            if note:
+                notes.add(note)
+        runners.extend(imp_runners(case))
+        for runner in runners:
+            verify(runner, case)
+            measure(runner, args.warmup, rounds, per_round)
+        print_table(case, runners, per_round * rounds)
+    for note in sorted(notes):
+        print(f"\nnote: {note}")
+    print(f"\n(finished in {time.perf_counter() - started:.1f} s)")
+    if args.profile:
+        for case in CASES:
+            profile_imp(case, calls=args.n, top=25)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Text the ReAct loop reads or writes: tool calls a model wrote as JSON, and the extractor's trajectory."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from imp.adapters.json import find_json_object
+from imp.history import ToolCall, ToolResult
+from imp.signature import Signature
+from imp.values import load_json, render_value, unwrap_fence
+
+__all__ = ["MALFORMED_TOOL_CALL", "extract_written_calls", "trajectory_text"]
+
+MALFORMED_TOOL_CALL = "__imp_malformed_tool_call__"
+_NAME_KEYS = ("name", "tool", "tool_name", "function")
+_ARG_KEYS = ("arguments", "args", "parameters", "input")
+
+
+def _as_call(item: Any, step: int, index: int) -> ToolCall | None:
+    if not isinstance(item, Mapping):
+        return None
+    fn = item.get("function")
+    source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else item
+    name = next((source[k] for k in _NAME_KEYS if isinstance(source.get(k), str)), None)
+    args = next((source[k] for k in _ARG_KEYS if k in source), None)
+    if isinstance(args, str):
+        try:
+            args = load_json(args)
+        except ValueError:
+            args = None
+    call_id = str(item.get("id") or f"call_{step}_{index}")
+    if name is None or not isinstance(args, Mapping | type(None)):
+        return ToolCall(call_id, MALFORMED_TOOL_CALL, {"received": json.dumps(item, default=str)[:2000]})
+    return ToolCall(call_id, name, dict(args or {}))
+
+
+def extract_written_calls(text: str, step: int) -> list[ToolCall]:
+    """Tool calls a model wrote as JSON text instead of making them (`{"tool": ..., "args": ...}` and kin)."""
+    body = unwrap_fence(text.strip()).strip()
+    if not body.startswith(("{", "[")):
+        block = find_json_object(body)
+        if block is None or len(block) < len(body) * 0.6:
+            return []
+        body = block
+    try:
+        value = load_json(body)
+    except ValueError:
+        return []
+    items: list[Any]
+    if isinstance(value, Mapping) and isinstance(value.get("tool_calls"), list):
+        items = list(value["tool_calls"])
+    elif isinstance(value, Mapping) and any(k in value for k in _NAME_KEYS) and any(k in value for k in _ARG_KEYS):
+        items = [value]
+    elif (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, Mapping) and any(k in v for k in _NAME_KEYS) for v in value)
+    ):
+        items = list(value)
+    else:
+        return []
+    calls = [_as_call(item, step, i) for i, item in enumerate(items)]
+    return [c for c in calls if c is not None]
+
+
+def _result_text(result: ToolResult) -> str:
+    if not result.ok:
+        return f"Error: {result.error}"
+    return render_value(result.result)
+
+
+def trajectory_text(entries: Sequence[Mapping[str, Any]], task: Signature) -> str:
+    """A readable transcript of the turn for the extractor: inputs, thoughts, calls with results, notes."""
+    lines: list[str] = []
+    for number, entry in enumerate(entries, start=1):
+        lines.append(f"Step {number}:")
+        for name in task.inputs:
+            if name in entry and entry[name] is not None:
+                lines.append(f"  input {name}: {render_value(entry[name], task.inputs[name])}")
+        if entry.get("last_request_note"):
+            lines.append(f"  note: {entry['last_request_note']}")
+        if entry.get("next_thought"):
+            lines.append(f"  thought: {entry['next_thought']}")
+        results = {r.id: r for r in entry.get("tool_call_results") or ()}
+        for call in entry.get("tool_calls") or ():
+            args = json.dumps(dict(call.arguments), ensure_ascii=False, default=str)
+            result = results.get(call.id)
+            outcome = _result_text(result) if result is not None else "(no result)"
+            lines.append(f"  called {call.name}({args}) -> {outcome}")
+        for name in task.outputs:
+            if name in entry:
+                lines.append(f"  output {name}: {render_value(entry[name], task.outputs[name])}")
+    return "\n".join(lines)

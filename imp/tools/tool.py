@@ -1,0 +1,245 @@
+"""`Tool`, the value a model can call, and `tool`, which makes one from a function."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Literal, overload
+
+import pydantic
+
+from imp.tools.schema import EMPTY_OBJECT_SCHEMA, arguments_model, model_schema
+
+__all__ = ["RESERVED_TOOL_NAMES", "CallWith", "Tool", "tool"]
+
+RESERVED_TOOL_NAMES = frozenset({"submit"})
+"""Names only imp's own (internal) tools may take; the loop offers `submit` itself."""
+
+CallWith = Literal["keywords", "mapping"]
+"""How the runner receives the validated arguments: as keyword arguments (one per schema
+property the call holds) or as one mapping."""
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A function a model can call: what the model is shown (name, description, parameters)
+    and what runs (the runner, with its timeout and whether it must run alone).
+
+    Build one with `imp.tools.tool`. `internal=True` marks imp's own tools (`submit`): they may
+    take a reserved name and are never sent to the authorizer.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    runner: Callable[..., Any]
+    timeout: float | None = None
+    sequential: bool = False
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    internal: bool = False
+    call_with: CallWith = "keywords"
+    arguments_model: type[pydantic.BaseModel] | None = field(default=None, repr=False, compare=False)
+    """For a tool built from type hints: the pydantic model that turns checked JSON arguments
+    into the function's typed values (enums, nested models)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ValueError(f"a tool name is 1-64 letters, digits, '_' or '-', got {self.name!r}")
+        if self.name in RESERVED_TOOL_NAMES and not self.internal:
+            raise ValueError(f"the tool name {self.name!r} is reserved for imp's own tool")
+        if not callable(self.runner):
+            raise TypeError(f"tool {self.name!r}: the runner must be callable, got {type(self.runner).__name__}")
+        if self.timeout is not None and (isinstance(self.timeout, bool) or not self.timeout > 0):
+            raise ValueError(f"tool {self.name!r}: timeout is a positive number of seconds or None")
+        if self.call_with not in ("keywords", "mapping"):
+            raise ValueError(f"tool {self.name!r}: call_with is 'keywords' or 'mapping', got {self.call_with!r}")
+        if not isinstance(self.parameters, Mapping):
+            raise TypeError(f"tool {self.name!r}: parameters must be a JSON schema mapping")
+        if self.parameters and self.parameters.get("type", "object") != "object":
+            raise ValueError(f"tool {self.name!r}: the parameters schema must describe an object")
+        object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.description, self.runner))
+
+    @property
+    def is_async(self) -> bool:
+        """Whether the runner is a coroutine function (it runs on the event loop, not in a thread)."""
+        return _is_async(self.runner)
+
+    def with_runner(self, runner: Callable[..., Any]) -> Tool:
+        """The same tool as the model sees it (name, description, schema) with another runner."""
+        return replace(self, runner=runner)
+
+    def spec(self) -> dict[str, Any]:
+        """The OpenAI function-tool dict: `{"type": "function", "function": {...}}`."""
+        parameters = _plain(self.parameters) if self.parameters else dict(EMPTY_OBJECT_SCHEMA)
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": parameters},
+        }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _first_paragraph(doc: str | None) -> str:
+    if not doc:
+        return ""
+    text = inspect.cleandoc(doc).strip()
+    paragraph = re.split(r"\n\s*\n", text, maxsplit=1)[0]
+    return " ".join(line.strip() for line in paragraph.splitlines())
+
+
+_ARGS_HEADER = re.compile(r"^(Args|Arguments|Parameters):\s*$")
+_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+
+
+def _argument_docs(doc: str | None) -> dict[str, str]:
+    """Parameter descriptions from a Google-style `Args:` section of a docstring."""
+    if not doc:
+        return {}
+    found: dict[str, str] = {}
+    lines = inspect.cleandoc(doc).splitlines()
+    inside, indent, current = False, 0, ""
+    for line in lines:
+        if not inside:
+            inside = bool(_ARGS_HEADER.match(line.strip())) and not line.startswith((" ", "\t"))
+            continue
+        if not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        if depth == 0:
+            break  # the next section
+        match = _ARG_LINE.match(line.strip())
+        if match and (not indent or depth <= indent):
+            indent, current = depth, match.group(1).lstrip("*")
+            found[current] = match.group(3).strip()
+        elif current:
+            found[current] = f"{found[current]} {line.strip()}".strip()
+    return {name: text for name, text in found.items() if text}
+
+
+def _with_argument_docs(schema: dict[str, Any], doc: str | None) -> dict[str, Any]:
+    """The schema with each undescribed property given its `Args:` line from the docstring."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return schema
+    for name, text in _argument_docs(doc).items():
+        prop = properties.get(name)
+        if isinstance(prop, dict) and "description" not in prop:
+            properties[name] = {"description": text, **prop}
+    return schema
+
+
+@overload
+def tool(
+    fn: Callable[..., Any],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    sequential: bool = False,
+    metadata: Mapping[str, Any] | None = None,
+    call_with: CallWith = "keywords",
+    internal: bool = False,
+) -> Tool: ...
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    sequential: bool = False,
+    metadata: Mapping[str, Any] | None = None,
+    call_with: CallWith = "keywords",
+    internal: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    sequential: bool = False,
+    metadata: Mapping[str, Any] | None = None,
+    call_with: CallWith = "keywords",
+    internal: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a `Tool` from a sync or async function: `@tool`, `@tool(name=..., timeout=...)`,
+    or `tool(fn, name="page", description="...", schema={...})`.
+
+    The name is the function's, the description the first paragraph of its docstring, and the
+    parameters' JSON schema comes from its type hints through pydantic (`Literal`, enums, nested
+    models, defaults, `Optional`), unless given; a Google-style `Args:` section of the docstring
+    describes parameters that have no description of their own. With an explicit `schema`, the runner is called
+    with the schema's properties as keyword arguments, or with one mapping (`call_with="mapping"`).
+    """
+
+    # The caller's locals resolve annotations naming classes defined beside the function.
+    caller = sys._getframe(1)
+    namespace = dict(caller.f_locals) if caller.f_locals is not caller.f_globals else None
+    del caller
+
+    def build(function: Callable[..., Any]) -> Tool:
+        if isinstance(function, Tool):
+            raise TypeError("tool() takes a function; use tool.with_runner(fn) to change a tool's runner")
+        if not callable(function):
+            raise TypeError(f"tool() takes a function, got {type(function).__name__}")
+        tool_name = name if name is not None else getattr(function, "__name__", "")
+        if name is None and (tool_name == "<lambda>" or not tool_name):
+            raise ValueError("a tool made from a lambda or a callable object needs `name=`")
+        text = description if description is not None else _first_paragraph(inspect.getdoc(function))
+        model: type[pydantic.BaseModel] | None = None
+        if schema is not None:
+            parameters: Mapping[str, Any] = dict(schema)
+        else:
+            if call_with == "mapping":
+                raise ValueError(f"tool {tool_name!r}: call_with='mapping' needs an explicit `schema=`")
+            model = arguments_model(function, tool_name, namespace)
+            parameters = _with_argument_docs(model_schema(model), inspect.getdoc(function))
+        return Tool(
+            name=tool_name,
+            description=text,
+            parameters=parameters,
+            runner=function,
+            timeout=timeout,
+            sequential=sequential,
+            metadata=dict(metadata or {}),
+            internal=internal,
+            call_with=call_with,
+            arguments_model=model,
+        )
+
+    if fn is None:
+        return build
+    return build(fn)

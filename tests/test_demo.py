@@ -1,0 +1,93 @@
+"""`make demo` (`python -m imp.demo`): runs anywhere on its scripted LM and shows what happened."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_demo(**env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k not in {"IMP_LM", "IMP_BASE_URL", "NO_COLOR"}}
+    environ.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "imp.demo"],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def demo() -> subprocess.CompletedProcess[str]:
+    return run_demo()
+
+
+def test_exits_zero_without_configuration(demo: subprocess.CompletedProcess[str]) -> None:
+    assert demo.returncode == 0, demo.stderr
+    assert demo.stderr == ""
+
+
+def test_shows_both_programs_and_the_scripted_lm(demo: subprocess.CompletedProcess[str]) -> None:
+    out = demo.stdout
+    assert "1. predict" in out
+    assert "2. chain_of_thought" in out
+    assert "ScriptedLM" in out
+
+
+def test_shows_the_system_message_with_its_marker_lines(demo: subprocess.CompletedProcess[str]) -> None:
+    lines = [line.lstrip(" │|") for line in demo.stdout.splitlines()]
+    assert "system" in lines
+    assert "user" in lines
+    assert "Your input fields are:" in lines
+    assert "Your output fields are:" in lines
+    for marker in ("ticket", "team", "contact", "reasoning", "completed"):
+        assert f"[[ ## {marker} ## ]]" in lines
+    assert "In adhering to this structure, your objective is:" in lines
+
+
+def test_shows_the_reply_the_answer_and_how_it_ended(demo: subprocess.CompletedProcess[str]) -> None:
+    out = demo.stdout
+    assert "Reply" in out
+    assert "Answer" in out
+    assert "How it ended" in out
+    assert "finish_reason  stop" in out
+    assert "LM calls       1 (ChatAdapter)" in out
+    assert "predict           team=atlas  contact=Maya" in out
+    assert "chain_of_thought  team=atlas  contact=Maya" in out
+
+
+def test_no_colour_when_stdout_is_not_a_terminal(demo: subprocess.CompletedProcess[str]) -> None:
+    assert "\x1b[" not in demo.stdout
+
+
+def test_a_model_string_needs_its_provider_key() -> None:
+    env = {k: "" for k in ("OPENAI_API_KEY",)}
+    result = run_demo(IMP_LM="openai:gpt-5.4-mini", **env)
+    assert result.returncode == 2
+    assert "OPENAI_API_KEY" in result.stdout
+
+
+class _Terminal:
+    encoding = "utf-8"
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_on_a_terminal_unless_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    from imp.demo import Style
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert Style.detect(_Terminal()).color  # type: ignore[arg-type]
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not Style.detect(_Terminal()).color  # type: ignore[arg-type]
