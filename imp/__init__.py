@@ -10,8 +10,10 @@ from imp.errors import (
     ReActStepError,
     SignatureError,
 )
+from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match, parallel
 from imp.history import History, ToolCall, ToolResult
 from imp.lm import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
+from imp.lm._factory import lm
 from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs import (
     CONTINUE,
@@ -27,7 +29,9 @@ from imp.programs import (
     react,
 )
 from imp.runtime.deadline import deadline
+from imp.runtime.run import Event
 from imp.runtime.trace import inspect_history
+from imp.saving import ChecksumError, LoadError, SaveError, load, save
 from imp.settings import Settings, configure, context, settings
 from imp.signature import Field, InputField, OutputField, Signature, signature
 from imp.tools import Allow, Cancel, Deny, ExecutionCancelled, Tool, ToolError, tool
@@ -35,6 +39,19 @@ from imp.tools import Allow, Cancel, Deny, ExecutionCancelled, Tool, ToolError, 
 __version__ = "0.1.0"
 
 __all__ = [
+    "lm",
+    "save",
+    "load",
+    "SaveError",
+    "LoadError",
+    "ChecksumError",
+    "Event",
+    "parallel",
+    "exact_match",
+    "evaluate",
+    "Score",
+    "EvaluationReport",
+    "EvaluationError",
     "CONTINUE",
     "LM",
     "Allow",

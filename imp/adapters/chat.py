@@ -68,7 +68,8 @@ def _tries_fields(signature: Signature, text: str) -> bool:
     """Whether a reply tried to answer in fields: a marker line, an output's tag, or JSON with an output key."""
     if any(_HEADER.match(line.strip()) for line in text.splitlines()):
         return True
-    for name in signature.outputs:
+    names = {*signature.outputs, *signature.metadata.get("answer_fields", ())}
+    for name in names:
         if re.search(rf"<{re.escape(name)}(\s[^>]*)?>", text):
             return True
     start, end = text.find("{"), text.rfind("}")
@@ -77,7 +78,7 @@ def _tries_fields(signature: Signature, text: str) -> bool:
             found = load_json_object(text[start : end + 1])
         except ValueError:
             return False
-        return any(k in signature.outputs for k in found)
+        return any(k in names for k in found)
     return False
 
 

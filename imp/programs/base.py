@@ -5,13 +5,14 @@ from __future__ import annotations
 import abc
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 
 from imp.errors import DeadlineExceeded
 from imp.prediction import Prediction
 from imp.runtime.deadline import time_left
+from imp.runtime.run import EventSink, run_scope
 from imp.signature import Signature
 
 __all__ = ["Program", "call", "call_sync"]
@@ -21,6 +22,8 @@ class Program(abc.ABC):
     """Something `imp.call` can run: it has a signature and answers inputs with a Prediction."""
 
     signature: Signature
+    handles_deadline: ClassVar[bool] = False
+    """True for programs that end their own work at the deadline (react returns an incomplete turn)."""
 
     @abc.abstractmethod
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
@@ -31,27 +34,52 @@ async def call(
     program: Program,
     inputs: Mapping[str, Any] | None = None,
     /,
+    *,
+    authorize: Any = None,
+    on_event: EventSink | None = None,
     **fields: Any,
 ) -> Prediction:
     """Run a program on inputs (a mapping, keyword fields, or both) and return its Prediction.
 
-    Under `imp.deadline`, a program that does not finish in time raises `imp.DeadlineExceeded`.
+    `authorize(request)` is asked before each tool call (`imp.Allow()`, `imp.Deny(reason)`,
+    `imp.Cancel(reason)`); `on_event(event)` receives the run's ordered, redacted events.
+    Under `imp.deadline`, a `predict` that does not finish in time raises `imp.DeadlineExceeded`;
+    a `react` turn returns what it has, incomplete.
     """
     if not isinstance(program, Program):
-        raise TypeError(
-            f"imp.call runs an imp program (predict, chain_of_thought, react), got {type(program).__name__}"
-        )
+        raise TypeError(f"imp.call runs an imp program (predict, chain_of_thought, react), got {type(program).__name__}")
     if inputs is not None and not isinstance(inputs, Mapping):
         raise TypeError(f"inputs are a mapping of field names to values, got {type(inputs).__name__}")
     merged = {**inputs, **fields} if inputs else fields
+    with run_scope(on_event=on_event, authorize=authorize) as run:
+        if run.on_event is None:
+            return await _run(program, merged)
+        run.emit("run_started", program=type(program).__name__)
+        try:
+            prediction = await _run(program, merged)
+        except anyio.get_cancelled_exc_class():
+            run.emit("run_cancelled")
+            raise
+        except BaseException as exc:
+            run.emit("run_failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        run.emit(
+            "run_finished",
+            complete=prediction.complete,
+            termination_reason=prediction.metadata.termination_reason,
+        )
+        return prediction
+
+
+async def _run(program: Program, inputs: dict[str, Any]) -> Prediction:
     left = time_left()
-    if left is None:
-        return await program.acall(merged)
+    if left is None or program.handles_deadline:
+        return await program.acall(inputs)
     if left <= 0:
         raise DeadlineExceeded("the deadline had passed before the call started")
     try:
         with anyio.fail_after(left):
-            return await program.acall(merged)
+            return await program.acall(inputs)
     except TimeoutError as exc:
         if isinstance(exc, DeadlineExceeded):
             raise

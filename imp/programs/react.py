@@ -240,9 +240,8 @@ class ReAct(Program):
         else:
             outputs = [Field("next_thought", "output", str | None, default=None)]
             text_field = "next_thought"
-        return Signature(
-            inputs, outputs, self.signature.instructions, metadata={"text_field": text_field}, name="ReActStep"
-        )
+        metadata = {"text_field": text_field, "answer_fields": tuple(self.signature.outputs)}
+        return Signature(inputs, outputs, self.signature.instructions, metadata=metadata, name="ReActStep")
 
     def submit_tool(self) -> Tool:
         """The `submit` tool: its parameters are the outputs, every one required."""
@@ -834,7 +833,8 @@ def _check_outputs(signature: Signature, values: Mapping[str, Any], tool_name: s
     try:
         return ChatAdapter().parse_mapping(signature, values)
     except AdapterParseError as exc:
-        raise ToolError(f"{tool_name} got outputs that do not fit: {exc.reason}", outcome="refused") from None
+        detail = str(exc).split(": ", 1)[-1]
+        raise ToolError(f"{tool_name} got outputs that do not fit: {detail}", outcome="refused") from None
 
 
 def _optional_inputs(signature: Signature) -> Signature:

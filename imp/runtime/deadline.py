@@ -14,6 +14,10 @@ from imp.errors import DeadlineExceeded
 
 __all__ = ["current_deadline", "deadline", "time_left"]
 
+BACKSTOP_SECONDS = 0.01
+"""imp's own work ends itself exactly at the deadline (a predict raises, a react turn returns what it
+has); the block's cancel scope fires this much later, as a backstop for other code inside it."""
+
 # An absolute time.monotonic() value. (trio's clock carries a random offset, so the loop's own
 # clock is only used through relative anyio scopes.)
 _deadline: ContextVar[float | None] = ContextVar("imp_deadline", default=None)
@@ -46,7 +50,8 @@ def deadline(seconds: float) -> Iterator[None]:
         at = min(at, outer)
     token = _deadline.set(at)
     try:
-        with anyio.CancelScope(deadline=anyio.current_time() + max(0.0, at - time.monotonic())) as scope:
+        backstop = anyio.current_time() + max(0.0, at - time.monotonic()) + BACKSTOP_SECONDS
+        with anyio.CancelScope(deadline=backstop) as scope:
             yield
         if scope.cancelled_caught:
             raise DeadlineExceeded(f"the deadline of {seconds:g}s passed")

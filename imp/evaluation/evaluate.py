@@ -1,0 +1,132 @@
+"""`imp.evaluate`: run a program over a devset, score each row with a metric, report the mean."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from imp.evaluation.metrics import Metric, run_metric, to_number
+from imp.evaluation.parallel import check_concurrency, check_timeout, raise_if_cut_by_deadline, run_jobs
+from imp.evaluation.progress import Progress
+from imp.evaluation.report import EvaluationError, EvaluationReport, EvaluationRow, describe_error
+from imp.prediction import Example
+from imp.programs.base import Program, call
+from imp.runtime.usage import track_usage
+
+__all__ = ["evaluate"]
+
+
+def check_devset(devset: Iterable[Any]) -> list[Example]:
+    """Every item an `imp.Example` with declared inputs, checked before any call."""
+    if isinstance(devset, Mapping | str | bytes):
+        raise TypeError(f"a devset is a list of imp.Example, got {type(devset).__name__}")
+    examples = list(devset)
+    for i, item in enumerate(examples):
+        if isinstance(item, Mapping):
+            raise TypeError(
+                f"devset item {i} is a {type(item).__name__}; evaluation takes imp.Example items with declared "
+                "inputs, e.g. imp.Example(question=..., answer=...).with_inputs('question')"
+            )
+        if not isinstance(item, Example):
+            raise TypeError(f"devset item {i} is a {type(item).__name__}, not an imp.Example")
+        try:
+            item.inputs()
+        except ValueError:
+            raise ValueError(
+                f"devset item {i} has no declared inputs; mark them with .with_inputs('field', ...)"
+            ) from None
+    return examples
+
+
+def _check_max_errors(max_errors: int | None) -> int | None:
+    if max_errors is None:
+        return None
+    if isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 1:
+        raise ValueError(f"max_errors is a positive integer or None (no limit), got {max_errors!r}")
+    return max_errors
+
+
+def _row_job(
+    program: Program, metric: Metric, index: int, example: Example, failure_score: float
+) -> Callable[[], Awaitable[EvaluationRow]]:
+    async def job() -> EvaluationRow:
+        try:
+            prediction = await call(program, example.inputs())
+        except Exception as exc:
+            return EvaluationRow(index, example, None, failure_score, error=exc, stage="program")
+        try:
+            score = await run_metric(metric, example, prediction)
+        except Exception as exc:
+            return EvaluationRow(index, example, prediction, failure_score, error=exc, stage="metric")
+        return EvaluationRow(index, example, prediction, score.value, score.feedback)
+
+    return job
+
+
+async def evaluate(
+    program: Program,
+    devset: Iterable[Example],
+    metric: Metric,
+    *,
+    concurrency: int = 16,
+    max_errors: int | None = None,
+    failure_score: float = 0.0,
+    timeout: float | None = None,  # noqa: ASYNC109 - per row, applied as an imp.deadline
+    progress: bool = True,
+) -> EvaluationReport:
+    """Run `program` on every example's inputs, score it with `metric(example, prediction)`, and report.
+
+    The score is the mean row score (a number in 0..1 for bool metrics; `report.percent` gives
+    DSPy's percentage). A row whose program or metric raises scores `failure_score` and is listed in
+    `report.errors`; reaching `max_errors` raises `EvaluationError` instead of returning a score.
+    `timeout` bounds each row. Progress goes to stderr: a bar on a terminal, plain lines otherwise.
+    """
+    if not isinstance(program, Program):
+        raise TypeError(f"imp.evaluate runs an imp program, got {type(program).__name__}")
+    if not callable(metric):
+        raise TypeError(f"a metric is a function metric(example, prediction), got {type(metric).__name__}")
+    examples = check_devset(devset)
+    check_concurrency(concurrency)
+    limit = _check_max_errors(max_errors)
+    row_timeout = check_timeout(timeout)
+    failure = to_number(failure_score, "failure_score")
+
+    rows: list[EvaluationRow | None] = [None] * len(examples)
+    display = Progress(len(examples), sys.stderr if progress else None)
+    errors = 0
+    stop_reason: str | None = None
+
+    def on_done(index: int, outcome: EvaluationRow | Exception) -> bool:
+        nonlocal errors, stop_reason
+        row = outcome
+        if isinstance(row, Exception):  # the row's timeout (or an error outside the row's own handling)
+            row = EvaluationRow(index, examples[index], None, failure, error=row, stage="program")
+        rows[index] = row
+        display.update(row.score, error=row.error is not None)
+        if row.error is None:
+            return False
+        errors += 1
+        if limit is not None and errors >= limit:
+            stop_reason = f"max_errors={limit} reached; last error: {describe_error(row.error)}"
+            return True
+        return False
+
+    jobs = [_row_job(program, metric, i, ex, failure) for i, ex in enumerate(examples)]
+    started = time.monotonic()
+    try:
+        with track_usage() as usage:
+            await run_jobs(jobs, concurrency=concurrency, timeout=row_timeout, on_done=on_done)
+    finally:
+        display.close(stopped=stop_reason)
+    finished = tuple(row for row in rows if row is not None)
+    raise_if_cut_by_deadline([row.error for row in finished])
+    if stop_reason is not None:
+        assert limit is not None
+        raise EvaluationError(
+            f"evaluation stopped after {len(finished)} of {len(examples)} rows: {stop_reason}",
+            rows=finished,
+            max_errors=limit,
+        )
+    return EvaluationReport(finished, usage.total, usage.by_model, time.monotonic() - started)

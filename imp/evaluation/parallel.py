@@ -1,0 +1,176 @@
+"""`imp.parallel`: run a program over many inputs at bounded concurrency, one result per input, in order."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, overload
+
+import anyio
+import anyio.lowlevel
+from anyio.abc import TaskGroup
+
+from imp.errors import DeadlineExceeded
+from imp.prediction import Example, Prediction
+from imp.programs.base import Program, call
+from imp.runtime.deadline import deadline, time_left
+
+__all__ = ["Inputs", "parallel", "run_jobs"]
+
+type Inputs = Mapping[str, Any] | Example
+"""One item's inputs: a mapping of field names to values, or an `imp.Example` with declared inputs."""
+
+
+def check_concurrency(concurrency: int) -> int:
+    """Refuse a concurrency that is not a positive integer."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency is a positive integer, got {concurrency!r}")
+    return concurrency
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    """Refuse a per-item timeout that is not a non-negative number of seconds (or None)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout is a non-negative number of seconds per item (or None), got {timeout!r}")
+    return float(timeout)
+
+
+async def run_jobs[T](
+    jobs: Sequence[Callable[[], Awaitable[T]]],
+    *,
+    concurrency: int,
+    timeout: float | None = None,  # noqa: ASYNC109 - a per-job bound, applied as an imp.deadline
+    on_done: Callable[[int, T | Exception], bool] | None = None,
+) -> list[T | Exception]:
+    """Run jobs at bounded concurrency; each slot holds its result or the exception it raised.
+
+    `timeout` bounds each job (an `imp.deadline`, so LM retries see it; the slot gets
+    `DeadlineExceeded`). `on_done(index, outcome)` is called as each job ends; returning True
+    stops the run (jobs not finished keep a `None` slot, so callers that stop must not return them).
+    Each call gets its own workers and no shared limiter, so nested runs never deadlock.
+    """
+    results: list[T | Exception | None] = [None] * len(jobs)
+    pending = iter(range(len(jobs)))
+
+    async def run_one(index: int) -> T | Exception:
+        try:
+            if timeout is None:
+                return await jobs[index]()
+            left = time_left()
+            own = left is None or timeout < left  # this item's timeout, not the caller's deadline, is the bound
+            try:
+                with deadline(timeout):
+                    return await jobs[index]()
+            except DeadlineExceeded as exc:
+                if not own:
+                    raise
+                error = DeadlineExceeded(f"item {index} did not finish within its timeout of {timeout:g}s")
+                error.__cause__ = exc
+                return error
+        except Exception as exc:
+            return exc
+
+    async def worker(group: TaskGroup) -> None:
+        for index in pending:  # one shared iterator: each index is taken by exactly one worker
+            outcome = await run_one(index)
+            results[index] = outcome
+            if on_done is not None and on_done(index, outcome):
+                group.cancel_scope.cancel()
+                return
+
+    async with anyio.create_task_group() as group:
+        for _ in range(min(concurrency, len(jobs))):
+            group.start_soon(worker, group)
+    # When the caller's deadline passed, items may have ended without reaching a checkpoint;
+    # let its cancellation win rather than return a batch the deadline cut short.
+    await anyio.lowlevel.checkpoint_if_cancelled()
+    raise_if_cut_by_deadline(results)
+    return results  # type: ignore[return-value]  # every slot is filled unless on_done stopped the run
+
+
+def raise_if_cut_by_deadline(outcomes: Sequence[object]) -> None:
+    """Raise `DeadlineExceeded` when the caller's deadline passed and cut some job short."""
+    left = time_left()
+    if left is not None and left <= 0 and any(isinstance(o, DeadlineExceeded) for o in outcomes):
+        raise DeadlineExceeded("the deadline passed before the batch finished")
+
+
+def _as_inputs(value: Any, where: str) -> dict[str, Any]:
+    if isinstance(value, Example):
+        try:
+            return value.inputs()
+        except ValueError:
+            raise ValueError(f"{where} is an Example without declared inputs; call .with_inputs(...)") from None
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{where} must be a mapping of inputs or an imp.Example, got {type(value).__name__}")
+
+
+def _job(program: Program, inputs: dict[str, Any]) -> Callable[[], Awaitable[Prediction]]:
+    async def job() -> Prediction:
+        return await call(program, inputs)
+
+    return job
+
+
+def _pairs(pairs: Iterable[Any]) -> list[Callable[[], Awaitable[Prediction]]]:
+    jobs: list[Callable[[], Awaitable[Prediction]]] = []
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], Program)):
+            raise TypeError(f"item {i} of the pairs form must be a (program, inputs) tuple, got {pair!r:.80}")
+        jobs.append(_job(pair[0], _as_inputs(pair[1], f"the inputs of pair {i}")))
+    return jobs
+
+
+@overload
+async def parallel(
+    program: Program,
+    inputs: Iterable[Inputs],
+    *,
+    concurrency: int = 16,
+    timeout: float | None = None,  # noqa: ASYNC109 - per item, applied as an imp.deadline
+) -> list[Prediction | Exception]: ...
+
+
+@overload
+async def parallel(
+    program: Iterable[tuple[Program, Inputs]],
+    inputs: None = None,
+    *,
+    concurrency: int = 16,
+    timeout: float | None = None,  # noqa: ASYNC109 - per item, applied as an imp.deadline
+) -> list[Prediction | Exception]: ...
+
+
+async def parallel(
+    program: Program | Iterable[tuple[Program, Inputs]],
+    inputs: Iterable[Inputs] | None = None,
+    *,
+    concurrency: int = 16,
+    timeout: float | None = None,  # noqa: ASYNC109 - per item, applied as an imp.deadline
+) -> list[Prediction | Exception]:
+    """Run a program over many inputs (or `[(program, inputs), ...]` pairs); one result per item, in order.
+
+    A slot holds the item's `Prediction`, or the exception it raised (`imp.DeadlineExceeded` when
+    it passed its `timeout`). Items inherit the caller's settings, deadline and usage tracking.
+    """
+    check_concurrency(concurrency)
+    check_timeout(timeout)
+    if isinstance(program, Program):
+        if inputs is None:
+            raise TypeError("imp.parallel(program, inputs): give the list of inputs to run the program on")
+        if isinstance(inputs, Mapping | Example):
+            raise TypeError("imp.parallel takes a list of inputs; wrap a single item in a list")
+        jobs = [_job(program, _as_inputs(item, f"input {i}")) for i, item in enumerate(inputs)]
+    else:
+        if inputs is not None:
+            raise TypeError("the pairs form imp.parallel([(program, inputs), ...]) takes no second argument")
+        if isinstance(program, Mapping | str | bytes) or not isinstance(program, Iterable):
+            raise TypeError(
+                f"imp.parallel takes a program and a list of inputs, or a list of (program, inputs) pairs; "
+                f"got {type(program).__name__}"
+            )
+        jobs = _pairs(program)
+    return await run_jobs(jobs, concurrency=concurrency, timeout=timeout)

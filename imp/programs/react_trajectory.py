@@ -1,0 +1,309 @@
+"""The older loop (seed 001: experimental): DSPy's trajectory ReAct, built on `imp.Predict`.
+
+Each step is one Predict over the task inputs and the trajectory so far (as text), answering
+`next_thought`, `next_tool_name` (a tool or `finish`) and `next_tool_args`. The tool runs through
+`run_tool_calls` (policy, authorization, events), its observation joins the trajectory, and after
+`finish` or `max_iters` a ChainOfThought extractor reads the trajectory and gives the outputs.
+A request over the context window is retried with the oldest steps of the trajectory left out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from imp.adapters.base import Adapter, FormatOptions
+from imp.adapters.chat import ChatAdapter
+from imp.errors import AdapterParseError, LMError
+from imp.history import ToolCall
+from imp.lm.base import LM
+from imp.prediction import Prediction, PredictionMetadata
+from imp.programs.base import Program
+from imp.programs.predict import ChainOfThought, Predict, check_options, prepare_inputs
+from imp.runtime.run import current_run, emit
+from imp.runtime.usage import track_usage
+from imp.settings import settings
+from imp.signature import Field, Signature, SignatureLike, as_signature
+from imp.tools import Tool, ToolEvent, ToolPolicy, format_tool_result, run_tool_calls, tool
+from imp.tools.policy import validate_policy
+
+__all__ = ["FINISH", "MAX_TRIMS", "ReActTrajectory", "react_trajectory"]
+
+FINISH = "finish"
+MAX_TRIMS = 3
+"""How many times one request is retried with the oldest shown step left out (DSPy: 3 attempts)."""
+
+_OPTIONS = frozenset({"lm", "adapter", "demos", "config", "adapter_opts", "max_iters", "tool_policy"})
+_CONTROL_INPUTS = ("max_iters", "config")
+_STEP_KEYS = ("thought", "tool_name", "tool_args", "observation")
+
+
+class _Overflow(Exception):
+    """Internal: the request does not fit even with every droppable step left out."""
+
+    def __init__(self, error: LMError) -> None:
+        self.error = error
+
+
+@dataclass(slots=True)
+class _Turn:
+    """One call: the inputs, the steps so far, and how many of the oldest are no longer shown."""
+
+    values: dict[str, Any]
+    config: dict[str, Any]
+    adapter: Adapter
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    cut: int = 0
+    trims: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def trajectory(self) -> dict[str, Any]:
+        """The full trajectory in DSPy's shape: `thought_0`, `tool_name_0`, `tool_args_0`, `observation_0`, ..."""
+        return {f"{key}_{i}": step[key] for i, step in enumerate(self.steps) for key in _STEP_KEYS if key in step}
+
+
+@dataclass(frozen=True, eq=False)
+class ReActTrajectory(Program):
+    """Trajectory ReAct: thought, tool name and arguments per step; `finish`; then a separate extraction."""
+
+    signature: Signature
+    tools: tuple[Tool, ...]
+    lm: LM | None = None
+    adapter: Adapter | None = None
+    demos: tuple[Mapping[str, Any], ...] = ()
+    config: Mapping[str, Any] = field(default_factory=dict)
+    adapter_opts: Mapping[str, Any] = field(default_factory=dict)
+    max_iters: int = 20
+    tool_policy: ToolPolicy = "allow"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "demos", tuple(self.demos))
+        for t in self.tools:
+            if not isinstance(t, Tool):
+                raise TypeError(f"imp.react_trajectory takes imp tools (made with imp.tool), got {type(t).__name__}")
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"two tools share a name: {sorted({n for n in names if names.count(n) > 1})}")
+        if FINISH in names:
+            raise ValueError("the tool name `finish` is reserved for the loop's own tool")
+        if "trajectory" in self.signature.inputs:
+            raise ValueError("an input named `trajectory` is reserved by the loop")
+        if not isinstance(self.adapter_opts, Mapping) or not isinstance(self.config, Mapping):
+            raise TypeError("config and adapter_opts are mappings")
+        _check_max_iters(self.max_iters)
+        validate_policy(self.tool_policy)
+        roster = {t.name: t for t in self.tools}
+        roster[FINISH] = self.finish_tool()
+        object.__setattr__(self, "_roster", roster)
+        common: dict[str, Any] = {"lm": self.lm, "adapter": self.adapter, "config": dict(self.config)}
+        step = Predict(self.step_signature(), adapter_opts=self.adapter_opts, **common)
+        extract_sig = Signature(
+            [*self.signature.inputs.values(), Field("trajectory", "input", str)],
+            list(self.signature.outputs.values()),
+            self.signature.instructions,
+            name="ReActTrajectoryExtract",
+        )
+        extract = ChainOfThought.build(extract_sig, demos=self.demos, adapter_opts=self.adapter_opts, **common)
+        object.__setattr__(self, "step", step)
+        object.__setattr__(self, "extract", extract)
+
+    # --- shape --------------------------------------------------------------------------
+
+    def finish_tool(self) -> Tool:
+        """The `finish` tool: no arguments; it marks the outputs as ready to be extracted."""
+        outputs = ", ".join(f"`{n}`" for n in self.signature.outputs)
+        return tool(
+            lambda: "Completed.",
+            name=FINISH,
+            description=f"Marks the task as complete: everything needed to produce {outputs} is now available.",
+            schema={"type": "object", "properties": {}},
+            internal=True,
+        )
+
+    def step_signature(self) -> Signature:
+        """The step's signature: task inputs and `trajectory` -> thought, tool name, tool arguments."""
+        inputs = ", ".join(f"`{n}`" for n in self.signature.inputs)
+        outputs = ", ".join(f"`{n}`" for n in self.signature.outputs)
+        listing = [*self.tools, self.finish_tool()]
+        lines = [
+            f"{self.signature.instructions}\n",
+            f"You are an Agent. Each episode gives you the fields {inputs} and your trajectory so far.",
+            f"Use one of the tools below at a time to gather what you need to produce {outputs}.\n",
+            "Every turn, including the one that finishes the task, writes next_thought, then "
+            "next_tool_name and next_tool_args.",
+            "The observation of each tool call is appended to your trajectory.\n",
+            "In next_thought, reason about where things stand and plan what comes next.",
+            "next_tool_name must be one of:\n",
+            *(f"({i}) {_describe(t)}" for i, t in enumerate(listing, start=1)),
+            "next_tool_args is a JSON object of the chosen tool's arguments.",
+        ]
+        names = tuple(t.name for t in listing)
+        return Signature(
+            [*self.signature.inputs.values(), Field("trajectory", "input", str)],
+            [
+                Field("next_thought", "output", str),
+                Field("next_tool_name", "output", cast(Any, Literal)[names]),
+                Field("next_tool_args", "output", dict[str, Any]),
+            ],
+            "\n".join(lines),
+            name="ReActTrajectoryStep",
+        )
+
+    def render_trajectory(self, steps: Sequence[Mapping[str, Any]], adapter: Adapter, start: int = 0) -> str:
+        """The steps as input sections (`[[ ## thought_0 ## ]]` ...), numbered from `start`."""
+        opts = FormatOptions.read(self.adapter_opts)
+        sections = [
+            adapter.render_section(Field(f"{key}_{i}", "input", Any), step[key], opts)
+            for i, step in enumerate(steps, start=start)
+            for key in _STEP_KEYS
+            if key in step
+        ]
+        return "\n\n".join(sections)
+
+    # --- one call -----------------------------------------------------------------------
+
+    async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
+        values = dict(inputs)
+        control = {k: values.pop(k) for k in _CONTROL_INPUTS if k in values and k not in self.signature.inputs}
+        max_iters = control.get("max_iters", self.max_iters)
+        _check_max_iters(max_iters)
+        per_call = control.get("config") or {}
+        if not isinstance(per_call, Mapping):
+            raise TypeError("the per-call config is a mapping of request options")
+        prepared = prepare_inputs(self.signature, values)
+        task = {k: v for k, v in prepared.items() if k in self.signature.inputs}
+        adapter = self.adapter or settings().adapter or ChatAdapter()
+        turn = _Turn(task, dict(per_call), adapter)
+        with track_usage() as usage:
+            reason, cause = await self._loop(turn, max_iters)
+            outputs, reasoning, cause = await self._extract(turn, cause)
+        complete = outputs is not None
+        fields = dict(outputs) if outputs is not None else {n: None for n in self.signature.outputs}
+        projection = None
+        if turn.cut:
+            projection = {
+                "reason": "context_window_exceeded",
+                "omitted_steps": turn.cut,
+                "recovery_requests": turn.trims,
+            }
+        metadata = PredictionMetadata(
+            termination_reason=reason if complete else "incomplete",
+            termination_cause=cause,
+            termination_error=list(turn.errors) if turn.errors else None,
+            context_projection=projection,
+            usage=usage.total,
+            usage_by_model=usage.by_model,
+            adapter=adapter.name,
+            lm_calls=usage.total.requests,
+            extra={"trajectory": turn.trajectory(), "reasoning": reasoning},
+        )
+        return Prediction(fields, metadata, complete=complete)
+
+    async def _loop(self, turn: _Turn, max_iters: int) -> tuple[str, str | None]:
+        """Run steps until `finish` ends the loop or `max_iters` steps have run: (reason, cause)."""
+        roster: dict[str, Tool] = self.__dict__["_roster"]
+        step_program: Predict = self.__dict__["step"]
+        run = current_run()
+        for index in range(max_iters):
+            emit("model_request", step=index + 1, program="ReActTrajectory")
+            try:
+                pred = await self._call(step_program, turn)
+            except AdapterParseError as exc:  # DSPy: the agent failed to select a valid tool
+                turn.errors.append(_error_text(exc))
+                return "extracted", "parse_error"
+            except _Overflow as exc:
+                turn.errors.append(_error_text(exc.error))
+                return "extracted", "context_window_exceeded"
+            except LMError as exc:
+                turn.errors.append(_error_text(exc))
+                return "extracted", "prediction_error"
+            thought, name, args = pred["next_thought"], pred["next_tool_name"], dict(pred["next_tool_args"] or {})
+            emit("model_response", step=index + 1, tool_calls=[name])
+            if thought:
+                emit("reasoning", step=index + 1, text=thought, forced=False)
+            step: dict[str, Any] = {"thought": thought, "tool_name": name, "tool_args": args}
+            turn.steps.append(step)
+            call = ToolCall(f"call_{index + 1}", name, args)
+            (result,) = await run_tool_calls(
+                [call],
+                roster,
+                policy=self.tool_policy,
+                authorize=run.authorize if run is not None else None,
+                on_event=_forward_tool_event,
+            )
+            step["observation"] = format_tool_result(result)
+            if name == FINISH and result.ok:
+                return "finish", None
+        return "extracted", "max_iters"
+
+    async def _extract(self, turn: _Turn, cause: str | None) -> tuple[Mapping[str, Any] | None, str | None, str | None]:
+        """The extractor's outputs and reasoning (None when it failed), and the cause in force."""
+        extract: ChainOfThought = self.__dict__["extract"]
+        emit("model_request", step=len(turn.steps) + 1, program="ReActTrajectory", extract=True)
+        try:
+            pred = await self._call(extract, turn)
+        except AdapterParseError as exc:
+            turn.errors.append(_error_text(exc))
+            return None, None, "parse_error"
+        except _Overflow as exc:
+            turn.errors.append(_error_text(exc.error))
+            return None, None, "context_window_exceeded"
+        return {k: pred[k] for k in self.signature.outputs}, pred.get("reasoning"), cause
+
+    async def _call(self, program: Predict, turn: _Turn) -> Prediction:
+        """One Predict call, retried with the oldest shown step left out while the context window is full."""
+        trimmed = 0
+        while True:
+            trajectory = self.render_trajectory(turn.steps[turn.cut :], turn.adapter, start=turn.cut)
+            try:
+                return await program.acall({**turn.values, "trajectory": trajectory, "config": turn.config})
+            except LMError as exc:
+                if not exc.context_window_exceeded:
+                    raise
+                if turn.cut >= len(turn.steps) or trimmed >= MAX_TRIMS:
+                    raise _Overflow(exc) from exc
+                turn.cut += 1
+                turn.trims += 1
+                trimmed += 1
+                emit(
+                    "context_projected",
+                    reason="context_window_exceeded",
+                    omitted_steps=turn.cut,
+                    recovery_requests=turn.trims,
+                )
+
+
+def _describe(t: Tool) -> str:
+    properties = t.parameters.get("properties") if t.parameters else None
+    args = json.dumps(properties or {}, ensure_ascii=False, default=str)
+    desc = (t.description or "No description.").strip()
+    return f"{t.name}: {desc if desc.endswith('.') else desc + '.'} Its arguments: {args}"
+
+
+def _forward_tool_event(event: ToolEvent) -> None:
+    emit(event.kind, **{k: v for k, v in event.dump().items() if k != "kind"})
+
+
+def _error_text(exc: BaseException) -> str:
+    from imp._redact import redact_text
+
+    return redact_text(f"{type(exc).__name__}: {exc}")
+
+
+def _check_max_iters(value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"max_iters is a whole number >= 0, got {value!r}")
+
+
+def react_trajectory(
+    signature: SignatureLike | type[Signature], tools: Sequence[Tool], **options: Any
+) -> ReActTrajectory:
+    """A trajectory ReAct program (experimental): `lm`, `adapter`, `demos`, `config`, `adapter_opts`,
+    `max_iters`, `tool_policy`. Demos are the task's examples and go to the extraction."""
+    check_options("imp.react_trajectory", options, _OPTIONS)
+    if not isinstance(tools, list | tuple):
+        raise TypeError("imp.react_trajectory takes a list of tools")
+    return ReActTrajectory(as_signature(signature), tuple(tools), **options)
