@@ -29,7 +29,9 @@ from imp.lm.scripted import ScriptedLM, StaticLM
 from imp.prediction import Example, Prediction
 from imp.programs.base import Program
 from imp.programs.predict import ChainOfThought, Predict
+from imp.programs.react import ReAct
 from imp.signature import Signature
+from imp.tools import Tool
 
 __all__ = [
     "FORMAT",
@@ -425,3 +427,83 @@ def load(path: str | os.PathLike[str], *, registry: Mapping[str, Any] | None = N
         return load_program(document, registry=registry, lm=lm)
     except ChecksumError as exc:
         raise ChecksumError(f"{target}: {exc}") from None
+
+
+# --- ReAct ------------------------------------------------------------------------------------------
+
+
+def _dump_tool(tool: Tool, saver: Saver) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": saver.value(dict(tool.parameters), f"tools.{tool.name}.parameters"),
+        "runner": saver.function(tool.runner, f"the runner of tool `{tool.name}`"),
+        "timeout": tool.timeout,
+        "sequential": tool.sequential,
+        "call_with": tool.call_with,
+        "metadata": saver.value(dict(tool.metadata), f"tools.{tool.name}.metadata", drop_secrets=True),
+    }
+
+
+def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:
+    name = str(data["name"])
+    return Tool(
+        name=name,
+        description=str(data.get("description", "")),
+        parameters=dict(data.get("parameters") or {}),
+        runner=loader.function(str(data["runner"]), f"the runner of tool `{name}`"),
+        timeout=data.get("timeout"),
+        sequential=bool(data.get("sequential", False)),
+        call_with=data.get("call_with", "keywords"),
+        metadata=dict(data.get("metadata") or {}),
+    )
+
+
+def _dump_react(program: ReAct, saver: Saver) -> dict[str, Any]:
+    policy = program.tool_policy
+    saved_policy: Any = (
+        {_FUNCTION: saver.function(policy, "tool_policy")} if callable(policy) else saver.value(policy, "tool_policy")
+    )
+    opts = {k: v for k, v in program.adapter_opts.items() if k != "demos"}
+    return {
+        "signature": saver.signature(program.signature),
+        "tools": [_dump_tool(t, saver) for t in program.tools],
+        "demos": [saver.value(d, f"demos[{i}]") for i, d in enumerate(program.demos)],
+        "config": saver.value(program.config, "config", drop_secrets=True),
+        "adapter": saver.adapter(program.adapter),
+        "adapter_opts": saver.value(opts, "adapter_opts", drop_secrets=True, functions=True),
+        "max_iters": program.max_iters,
+        "finish": program.finish,
+        "finish_on": {name: saver.function(fn, f"finish_on[{name!r}]") for name, fn in program.finish_on.items()},
+        "last_request_note": program.last_request_note,
+        "last_request_tools": list(program.last_request_tools),
+        "unsent_note": program.unsent_note,
+        "history_replay": program.history_replay,
+        "tool_policy": saved_policy,
+        "lm": saver.lm(program.lm, "ReAct"),
+    }
+
+
+def _load_react(data: Mapping[str, Any], loader: Loader) -> Program:
+    return ReAct(
+        signature=loader.signature(data["signature"]),
+        tools=tuple(_load_tool(t, loader) for t in data.get("tools") or ()),
+        lm=loader.lm(data.get("lm")),
+        adapter=loader.adapter(data.get("adapter")),
+        demos=tuple(data.get("demos") or ()),
+        config=dict(data.get("config") or {}),
+        adapter_opts=loader.value(dict(data.get("adapter_opts") or {}), "adapter_opts"),
+        max_iters=int(data.get("max_iters", 20)),
+        finish=data.get("finish", "auto"),
+        finish_on={
+            name: loader.function(fn, f"finish_on[{name!r}]") for name, fn in (data.get("finish_on") or {}).items()
+        },
+        last_request_note=data.get("last_request_note"),
+        last_request_tools=tuple(data.get("last_request_tools") or ()),
+        unsent_note=data.get("unsent_note"),
+        history_replay=data.get("history_replay", "full"),
+        tool_policy=loader.value(data.get("tool_policy", "allow"), "tool_policy"),
+    )
+
+
+register_program_kind(ProgramKind("react", ReAct, _dump_react, _load_react))

@@ -1,4 +1,4 @@
-"""Every ```python block in docs/**/*.md runs, so the documentation cannot drift from imp.
+"""Every ```python block in docs/**/*.md and README.md runs, so the documentation cannot drift from imp.
 
 Each file's blocks run in order in one namespace (a later block may use names an earlier one
 defined), as one test per file. A block fenced as ```python no-run is skipped.
@@ -80,12 +80,13 @@ def _normal(text: str) -> str:
 
 
 def doc_files() -> list[Path]:
-    """Every Markdown file under docs/, sorted."""
-    return sorted(DOCS.rglob("*.md")) if DOCS.is_dir() else []
+    """Every Markdown file under docs/, sorted, then the README."""
+    found = sorted(DOCS.rglob("*.md")) if DOCS.is_dir() else []
+    return [*found, DOCS.parent / "README.md"]
 
 
 def _id(path: Path) -> str:
-    return path.relative_to(DOCS).as_posix()
+    return path.relative_to(DOCS.parent).as_posix()
 
 
 def test_fence_reader() -> None:

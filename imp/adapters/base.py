@@ -427,7 +427,10 @@ def guidance_lines(signature: Signature, guidance: Mapping[str, Any] | None, age
     lines: list[str] = []
     if agent_line:
         lines.append(agent_line)
-    lines.append("Call tools when more information is needed.")
+    if guidance.get("written_tools"):
+        lines.append("Call tools when more information is needed, by writing the calls in `tool_calls`.")
+    else:
+        lines.append("Call tools when more information is needed.")
     submit = guidance.get("submit_tool")
     finish_tools = list(guidance.get("finish_tools") or ())
     if submit:
@@ -440,12 +443,18 @@ def guidance_lines(signature: Signature, guidance: Mapping[str, Any] | None, age
     elif finish_tools:
         names = " or ".join(f"`{n}`" for n in finish_tools)
         lines.append(f"To end the turn, call {names}.")
+    elif guidance.get("written_tools"):
+        text_field = guidance.get("text_field") or "next_thought"
+        lines.append(f"When the final answer is ready, write it in `{text_field}`, and leave `tool_calls` empty.")
     else:
         lines.append("When the final answer is ready, write it as plain text without calling a tool.")
         answer_desc = guidance.get("answer_desc")
         if answer_desc:
             lines.append(str(answer_desc))
     tools = list(guidance.get("tool_names") or ())
-    if tools:
+    if guidance.get("tool_listing"):
+        lines.append("The available tools are:")
+        lines.extend(str(guidance["tool_listing"]).splitlines())
+    elif tools:
         lines.append("The available tools are: " + ", ".join(f"`{t}`" for t in tools) + ".")
     return lines

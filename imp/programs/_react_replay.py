@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from imp.history import History
+from imp.programs._react_text import written_observations, written_step_text
 from imp.signature import Signature
 from imp.values import render_value
 
@@ -50,6 +51,8 @@ def replay_turns(
     text_output: str | None,
     actions_before: int,
     unsent_line: str,
+    written: bool = False,
+    text_field: str = "next_thought",
 ) -> list[dict[str, Any]]:
     """The turns the adapter renders, each with the loop's own note for it (the unsent line, a note)."""
     turns: list[dict[str, Any]] = []
@@ -58,7 +61,11 @@ def replay_turns(
         earlier = index < actions_before
         turn = _inputs(entry, task)
         turn["tool_calls"] = ()
-        if kind == "calls":
+        if kind == "calls" and written:
+            thought = entry.get("next_thought") if not earlier else None
+            turn["next_thought"] = written_step_text(text_field, thought, entry["tool_calls"])
+            turn[NOTE_KEY] = written_observations(entry["tool_calls"], entry.get("tool_call_results") or ())
+        elif kind == "calls":
             turn["tool_calls"] = entry["tool_calls"]
             turn["tool_call_results"] = entry.get("tool_call_results") or ()
             if entry.get("next_thought") and not earlier:

@@ -9,9 +9,18 @@ from typing import Any
 from imp.adapters.json import find_json_object
 from imp.history import ToolCall, ToolResult
 from imp.signature import Signature
+from imp.tools import Tool
 from imp.values import load_json, render_value, unwrap_fence
 
-__all__ = ["MALFORMED_TOOL_CALL", "extract_written_calls", "trajectory_text"]
+__all__ = [
+    "MALFORMED_TOOL_CALL",
+    "extract_written_calls",
+    "trajectory_text",
+    "written_calls",
+    "written_observations",
+    "written_step_text",
+    "written_tool_listing",
+]
 
 MALFORMED_TOOL_CALL = "__imp_malformed_tool_call__"
 _NAME_KEYS = ("name", "tool", "tool_name", "function")
@@ -92,4 +101,41 @@ def trajectory_text(entries: Sequence[Mapping[str, Any]], task: Signature) -> st
         for name in task.outputs:
             if name in entry:
                 lines.append(f"  output {name}: {render_value(entry[name], task.outputs[name])}")
+    return "\n".join(lines)
+
+
+def written_tool_listing(tools: Sequence[Tool]) -> str:
+    """The tools as text, in DSPy's wording, for an LM without native tool calling."""
+    lines = []
+    for index, tool in enumerate(tools, start=1):
+        schema: dict[str, Any] = dict(tool.parameters) if tool.parameters else {"type": "object", "properties": {}}
+        args: dict[str, Any] = dict(schema.get("properties") or {})
+        extra = {k: schema[k] for k in ("required", "$defs") if k in schema}
+        described = json.dumps({**args, **extra}, ensure_ascii=False, default=str)
+        lines.append(
+            f"({index}) {tool.name}, whose description is <desc>{tool.description}</desc>. It takes arguments {described}."
+        )
+    return "\n".join(lines)
+
+
+def written_calls(items: Sequence[Any], step: int) -> list[ToolCall]:
+    """The calls an LM wrote in its `tool_calls` output."""
+    calls = [_as_call(item, step, index) for index, item in enumerate(items)]
+    return [c for c in calls if c is not None]
+
+
+def written_step_text(text_field: str, thought: str | None, calls: Sequence[ToolCall]) -> str:
+    """A written-mode step as the model wrote it: its text field, then its calls as JSON."""
+    listed = json.dumps([{"name": c.name, "arguments": dict(c.arguments)} for c in calls], ensure_ascii=False)
+    return f"[[ ## {text_field} ## ]]\n{thought or ''}\n\n[[ ## tool_calls ## ]]\n{listed}\n\n[[ ## completed ## ]]"
+
+
+def written_observations(calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> str:
+    """The results of a written-mode step, as the user message that follows it."""
+    by_id = {r.id: r for r in results}
+    lines = ["Results of your tool calls:"]
+    for call in calls:
+        result = by_id.get(call.id)
+        shown = _result_text(result) if result is not None else "(no result)"
+        lines.append(f"- `{call.name}` ({call.id}): {shown}")
     return "\n".join(lines)

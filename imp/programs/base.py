@@ -47,7 +47,9 @@ async def call(
     a `react` turn returns what it has, incomplete.
     """
     if not isinstance(program, Program):
-        raise TypeError(f"imp.call runs an imp program (predict, chain_of_thought, react), got {type(program).__name__}")
+        raise TypeError(
+            f"imp.call runs an imp program (predict, chain_of_thought, react), got {type(program).__name__}"
+        )
     if inputs is not None and not isinstance(inputs, Mapping):
         raise TypeError(f"inputs are a mapping of field names to values, got {type(inputs).__name__}")
     merged = {**inputs, **fields} if inputs else fields

@@ -19,7 +19,7 @@ from imp.history import History, ToolCall, ToolResult
 from imp.lm.base import LM, LMResponse, Message
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs import _react_replay as replay
-from imp.programs._react_text import extract_written_calls, trajectory_text
+from imp.programs._react_text import extract_written_calls, trajectory_text, written_calls, written_tool_listing
 from imp.programs.base import Program
 from imp.programs.predict import ChainOfThought, check_options, prepare_inputs, request, resolve_lm
 from imp.runtime.deadline import time_left
@@ -128,6 +128,7 @@ class _Turn:
     lm: LM
     adapter: Adapter
     starts_turn: bool
+    written: bool = False
     cut: int = 0
     projection_retries: int = 0
     omitted_groups: int = 0
@@ -229,8 +230,16 @@ class ReAct(Program):
     def _has_submit(self, finish: FinishMode) -> bool:
         return finish != "tools" and not self._text_mode(finish)
 
-    def step_signature(self, finish: FinishMode) -> Signature:
-        """The signature of one step: the task inputs (optional) and history; a thought or the text answer."""
+    def step_signature(self, finish: FinishMode, written: bool = False) -> Signature:
+        """The signature of one step: the task inputs (optional) and history; a thought or the text answer.
+
+        For an LM without native tool calling (`written`), the step writes its calls in a
+        `tool_calls` output; the tools are listed in the system message.
+        """
+        cache: dict[tuple[str, bool], Signature] = self.__dict__.setdefault("_step_signatures", {})
+        cached = cache.get((finish, written))
+        if cached is not None:
+            return cached
         inputs = [f.replace(default=None) if f.required else f for f in self.signature.inputs.values()]
         inputs.append(Field("history", "input", History))
         if self._text_mode(finish):
@@ -240,8 +249,21 @@ class ReAct(Program):
         else:
             outputs = [Field("next_thought", "output", str | None, default=None)]
             text_field = "next_thought"
-        metadata = {"text_field": text_field, "answer_fields": tuple(self.signature.outputs)}
-        return Signature(inputs, outputs, self.signature.instructions, metadata=metadata, name="ReActStep")
+        if written:
+            outputs.append(
+                Field(
+                    "tool_calls",
+                    "output",
+                    list[dict[str, Any]],
+                    'The calls to make now, as a JSON list of {"name": ..., "arguments": {...}}; '
+                    'e.g. [{"name": "look", "arguments": {"where": "box"}}]. Empty when you are done.',
+                    default=[],
+                )
+            )
+        metadata = {"text_field": text_field, "answer_fields": tuple(self.signature.outputs), "written_tools": written}
+        made = Signature(inputs, outputs, self.signature.instructions, metadata=metadata, name="ReActStep")
+        cache[(finish, written)] = made
+        return made
 
     def submit_tool(self) -> Tool:
         """The `submit` tool: its parameters are the outputs, every one required."""
@@ -263,13 +285,15 @@ class ReAct(Program):
             call_with="mapping",
         )
 
-    def guidance(self, finish: FinishMode) -> dict[str, Any]:
+    def guidance(self, finish: FinishMode, written: bool = False) -> dict[str, Any]:
         """The loop's guidance for the adapter (seed 001)."""
         tool_names = [t.name for t in self.tools]
         if self._has_submit(finish):
             tool_names.append(SUBMIT)
         return {
-            "text_answer": self._text_mode(finish),
+            "written_tools": written,
+            "text_field": self.text_output if self._text_mode(finish) else "next_thought",
+            "text_answer": self._text_mode(finish) and not written,
             "submit_tool": SUBMIT if self._has_submit(finish) else None,
             "finish_tools": list(self.finish_on) if finish == "tools" else [],
             "tool_names": tool_names,
@@ -402,6 +426,7 @@ class ReAct(Program):
             lm=lm,
             adapter=adapter,
             starts_turn=bool(pending) or "last_request_note" in control,
+            written=not lm.capabilities.tool_calling,
         )
 
     def _call_roster(self, given: Any, roster: dict[str, Tool]) -> dict[str, Tool]:
@@ -516,9 +541,11 @@ class ReAct(Program):
             )
 
         tools = list(roster) if roster is not None else list(turn.roster.values())
-        request_options: dict[str, Any] = {**turn.config, "tools": [t.spec() for t in tools], "tool_choice": "auto"}
-        if options:
-            request_options.update(options)
+        request_options: dict[str, Any] = dict(turn.config)
+        if not turn.written:
+            request_options.update({"tools": [t.spec() for t in tools], "tool_choice": "auto"})
+            if options:
+                request_options.update(options)
         left = time_left()
         try:
             with anyio.fail_after(left) if left is not None else nullcontext():
@@ -550,7 +577,7 @@ class ReAct(Program):
         raise AssertionError("the retry loop always returns or raises")
 
     def _messages(self, turn: _Turn, *, thought_as_user: bool) -> list[Message]:
-        step_sig = self.step_signature(turn.finish)
+        step_sig = self.step_signature(turn.finish, turn.written)
         entries = list(turn.base[turn.cut :]) + turn.entries
         current_start = replay.current_turn_start(
             turn.base, len(turn.base) - turn.cut, turn.starts_turn, self.signature
@@ -566,12 +593,17 @@ class ReAct(Program):
             text_output=self.text_output if self._text_mode(turn.finish) else None,
             actions_before=current_start if self.history_replay == "actions" else 0,
             unsent_line=self.unsent_line(turn.finish),
+            written=turn.written,
+            text_field=str(step_sig.metadata["text_field"]),
         )
         host = FormatOptions.read(self.adapter_opts)
         opts = replace(
             host,
             demos=self.demos,
-            guidance=self.guidance(turn.finish),
+            guidance={
+                **self.guidance(turn.finish, turn.written),
+                "tool_listing": written_tool_listing(list(turn.roster.values())) if turn.written else "",
+            },
             response_instruction=False,
             omit_empty_request=True,
             history_note_renderer=replay.note_renderer(host.history_note_renderer),
@@ -581,6 +613,7 @@ class ReAct(Program):
         )
         values: dict[str, Any] = dict(turn.pending)
         values["history"] = History(turns)
+
         messages = turn.adapter.format_with(step_sig, values, opts)
         if moved is not None:
             section = f"[[ ## next_thought ## ]]\n{moved}"
@@ -609,13 +642,18 @@ class ReAct(Program):
             written = extract_written_calls(text, turn.step)
             if written:
                 return written, None, None
-        step_sig = self.step_signature(turn.finish)
+        step_sig = self.step_signature(turn.finish, turn.written)
         try:
             parsed = turn.adapter.parse_text(step_sig, text)
         except AdapterParseError as exc:
             if calls:
                 return calls, text.strip(), None
             return [], None, exc
+        if turn.written and not calls:
+            calls = [
+                call if call.id else ToolCall(f"call_{turn.step}_{i}", call.name, call.arguments)
+                for i, call in enumerate(written_calls(parsed.get("tool_calls") or [], turn.step))
+            ]
         value = parsed.get(step_sig.metadata["text_field"])
         return calls, (value if isinstance(value, str) and value.strip() else None), None
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from imp._redact import redact_text
 from imp.adapters.base import Adapter, FormatOptions
 from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, LMError
@@ -59,6 +60,14 @@ class _Turn:
     trims: int = 0
     errors: list[str] = field(default_factory=list)
 
+    def failed(self, exc: BaseException) -> str:
+        """Record a request's failure; its termination cause."""
+        error = exc.error if isinstance(exc, _Overflow) else exc
+        self.errors.append(redact_text(f"{type(error).__name__}: {error}"))
+        if isinstance(exc, _Overflow):
+            return "context_window_exceeded"
+        return "parse_error" if isinstance(exc, AdapterParseError) else "prediction_error"
+
     def trajectory(self) -> dict[str, Any]:
         """The full trajectory in DSPy's shape: `thought_0`, `tool_name_0`, `tool_args_0`, `observation_0`, ..."""
         return {f"{key}_{i}": step[key] for i, step in enumerate(self.steps) for key in _STEP_KEYS if key in step}
@@ -77,6 +86,10 @@ class ReActTrajectory(Program):
     adapter_opts: Mapping[str, Any] = field(default_factory=dict)
     max_iters: int = 20
     tool_policy: ToolPolicy = "allow"
+    step: Predict = field(init=False, repr=False)
+    """The step's Predict (task inputs, trajectory -> next_thought, next_tool_name, next_tool_args)."""
+    extract: ChainOfThought = field(init=False, repr=False)
+    """The extraction's ChainOfThought (task inputs, trajectory -> the task's outputs)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tools", tuple(self.tools))
@@ -99,7 +112,7 @@ class ReActTrajectory(Program):
         roster[FINISH] = self.finish_tool()
         object.__setattr__(self, "_roster", roster)
         common: dict[str, Any] = {"lm": self.lm, "adapter": self.adapter, "config": dict(self.config)}
-        step = Predict(self.step_signature(), adapter_opts=self.adapter_opts, **common)
+        object.__setattr__(self, "step", Predict(self.step_signature(), adapter_opts=self.adapter_opts, **common))
         extract_sig = Signature(
             [*self.signature.inputs.values(), Field("trajectory", "input", str)],
             list(self.signature.outputs.values()),
@@ -107,7 +120,6 @@ class ReActTrajectory(Program):
             name="ReActTrajectoryExtract",
         )
         extract = ChainOfThought.build(extract_sig, demos=self.demos, adapter_opts=self.adapter_opts, **common)
-        object.__setattr__(self, "step", step)
         object.__setattr__(self, "extract", extract)
 
     # --- shape --------------------------------------------------------------------------
@@ -182,18 +194,12 @@ class ReActTrajectory(Program):
             outputs, reasoning, cause = await self._extract(turn, cause)
         complete = outputs is not None
         fields = dict(outputs) if outputs is not None else {n: None for n in self.signature.outputs}
-        projection = None
-        if turn.cut:
-            projection = {
-                "reason": "context_window_exceeded",
-                "omitted_steps": turn.cut,
-                "recovery_requests": turn.trims,
-            }
+        projection = {"reason": "context_window_exceeded", "omitted_steps": turn.cut, "recovery_requests": turn.trims}
         metadata = PredictionMetadata(
             termination_reason=reason if complete else "incomplete",
             termination_cause=cause,
             termination_error=list(turn.errors) if turn.errors else None,
-            context_projection=projection,
+            context_projection=projection if turn.cut else None,
             usage=usage.total,
             usage_by_model=usage.by_model,
             adapter=adapter.name,
@@ -205,21 +211,13 @@ class ReActTrajectory(Program):
     async def _loop(self, turn: _Turn, max_iters: int) -> tuple[str, str | None]:
         """Run steps until `finish` ends the loop or `max_iters` steps have run: (reason, cause)."""
         roster: dict[str, Tool] = self.__dict__["_roster"]
-        step_program: Predict = self.__dict__["step"]
         run = current_run()
         for index in range(max_iters):
             emit("model_request", step=index + 1, program="ReActTrajectory")
             try:
-                pred = await self._call(step_program, turn)
-            except AdapterParseError as exc:  # DSPy: the agent failed to select a valid tool
-                turn.errors.append(_error_text(exc))
-                return "extracted", "parse_error"
-            except _Overflow as exc:
-                turn.errors.append(_error_text(exc.error))
-                return "extracted", "context_window_exceeded"
-            except LMError as exc:
-                turn.errors.append(_error_text(exc))
-                return "extracted", "prediction_error"
+                pred = await self._call(self.step, turn)
+            except (AdapterParseError, LMError, _Overflow) as exc:  # DSPy: the agent failed to select a tool
+                return "extracted", turn.failed(exc)
             thought, name, args = pred["next_thought"], pred["next_tool_name"], dict(pred["next_tool_args"] or {})
             emit("model_response", step=index + 1, tool_calls=[name])
             if thought:
@@ -241,16 +239,11 @@ class ReActTrajectory(Program):
 
     async def _extract(self, turn: _Turn, cause: str | None) -> tuple[Mapping[str, Any] | None, str | None, str | None]:
         """The extractor's outputs and reasoning (None when it failed), and the cause in force."""
-        extract: ChainOfThought = self.__dict__["extract"]
         emit("model_request", step=len(turn.steps) + 1, program="ReActTrajectory", extract=True)
         try:
-            pred = await self._call(extract, turn)
-        except AdapterParseError as exc:
-            turn.errors.append(_error_text(exc))
-            return None, None, "parse_error"
-        except _Overflow as exc:
-            turn.errors.append(_error_text(exc.error))
-            return None, None, "context_window_exceeded"
+            pred = await self._call(self.extract, turn)
+        except (AdapterParseError, _Overflow) as exc:
+            return None, None, turn.failed(exc)
         return {k: pred[k] for k in self.signature.outputs}, pred.get("reasoning"), cause
 
     async def _call(self, program: Predict, turn: _Turn) -> Prediction:
@@ -285,12 +278,6 @@ def _describe(t: Tool) -> str:
 
 def _forward_tool_event(event: ToolEvent) -> None:
     emit(event.kind, **{k: v for k, v in event.dump().items() if k != "kind"})
-
-
-def _error_text(exc: BaseException) -> str:
-    from imp._redact import redact_text
-
-    return redact_text(f"{type(exc).__name__}: {exc}")
 
 
 def _check_max_iters(value: Any) -> None:

@@ -20,7 +20,10 @@ def overflow() -> imp.LMError:
 async def test_parse_error_interrupts_and_the_forced_submit_answers() -> None:
     lm = script(['{"team": "atlas"}', SUBMIT_ATLAS])
     prediction = await imp.call(imp.react(escalation, [on_call], lm=lm), ticket=TICKET)
-    assert (prediction.metadata.termination_reason, prediction.metadata.termination_cause) == ("forced_submit", "parse_error")
+    assert (prediction.metadata.termination_reason, prediction.metadata.termination_cause) == (
+        "forced_submit",
+        "parse_error",
+    )
     assert prediction.contact == "Maya"
 
 
@@ -157,7 +160,9 @@ async def test_finish_on_first_in_call_order_wins_and_submit_outranks_it() -> No
             {"name": "on_call", "arguments": {"team": "quill"}},
         ]
     }
-    prediction = await imp.call(imp.react(escalation, [on_call], lm=script([two]), finish_on={"on_call": finish}), ticket="t")
+    prediction = await imp.call(
+        imp.react(escalation, [on_call], lm=script([two]), finish_on={"on_call": finish}), ticket="t"
+    )
     assert prediction.contact == "Tom" and results(prediction) == ["Tom", "Raj"]
     with_submit = {"tool_calls": [*two["tool_calls"], SUBMIT_ATLAS["tool_calls"][0]]}
     prediction = await imp.call(
@@ -252,9 +257,14 @@ def test_finish_tools_needs_a_finishing_tool() -> None:
 
 async def test_max_iters_under_finish_tools_makes_no_last_request() -> None:
     lm = script([{"tool_calls": [{"name": "on_call", "arguments": {"team": "atlas"}}]}, "never"])
-    program = imp.react("ticket -> reply", [on_call, send], lm=lm, finish="tools", finish_on={"send": sent}, max_iters=1)
+    program = imp.react(
+        "ticket -> reply", [on_call, send], lm=lm, finish="tools", finish_on={"send": sent}, max_iters=1
+    )
     prediction = await imp.call(program, ticket="t")
-    assert (prediction.metadata.termination_reason, prediction.metadata.termination_cause) == ("incomplete", "max_iters")
+    assert (prediction.metadata.termination_reason, prediction.metadata.termination_cause) == (
+        "incomplete",
+        "max_iters",
+    )
     assert len(lm.requests) == 1
 
 
@@ -269,7 +279,13 @@ async def test_a_call_can_give_its_own_finish() -> None:
 
 
 async def test_a_plain_text_loop_replaying_a_submit_history_says_only_not_sent() -> None:
-    lm = script([{"next_thought": "Checking.", "tool_calls": []}, ON_CALL_ATLAS, {"tool_calls": [{"name": "submit", "arguments": {"reply": "Maya."}}]}])
+    lm = script(
+        [
+            {"next_thought": "Checking.", "tool_calls": []},
+            ON_CALL_ATLAS,
+            {"tool_calls": [{"name": "submit", "arguments": {"reply": "Maya."}}]},
+        ]
+    )
     first = await imp.call(imp.react("ticket -> reply", [on_call], lm=lm, finish="submit"), ticket=TICKET)
     lm2 = script(["Done."])
     await imp.call(imp.react("ticket -> reply", [on_call], lm=lm2), ticket="again", history=first.metadata.history)
@@ -280,7 +296,10 @@ async def test_a_plain_text_loop_replaying_a_submit_history_says_only_not_sent()
 async def test_history_replay_actions_drops_earlier_narration() -> None:
     lm = script(
         [
-            {"next_thought": "Thinking about money.", "tool_calls": [{"name": "on_call", "arguments": {"team": "atlas"}}]},
+            {
+                "next_thought": "Thinking about money.",
+                "tool_calls": [{"name": "on_call", "arguments": {"team": "atlas"}}],
+            },
             SUBMIT_ATLAS,
             {"next_thought": "Now harbor.", "tool_calls": [{"name": "on_call", "arguments": {"team": "harbor"}}]},
             {"tool_calls": [{"name": "submit", "arguments": {"team": "harbor", "contact": "Tom"}}]},
@@ -302,11 +321,21 @@ async def test_history_replay_actions_drops_earlier_narration() -> None:
 def _episodes(n: int) -> imp.History:
     turns = []
     for i in range(n):
-        turns.append({"ticket": f"ticket {i}", "tool_calls": [imp.ToolCall(f"c{i}", "on_call", {"team": "atlas"})],
-                      "tool_call_results": [imp.ToolResult(f"c{i}", "on_call", "Maya")]})
-        turns.append({"tool_calls": [imp.ToolCall(f"s{i}", "submit", {"team": "atlas", "contact": "Maya"})],
-                      "tool_call_results": [imp.ToolResult(f"s{i}", "submit", {"team": "atlas", "contact": "Maya"})],
-                      "team": "atlas", "contact": "Maya"})
+        turns.append(
+            {
+                "ticket": f"ticket {i}",
+                "tool_calls": [imp.ToolCall(f"c{i}", "on_call", {"team": "atlas"})],
+                "tool_call_results": [imp.ToolResult(f"c{i}", "on_call", "Maya")],
+            }
+        )
+        turns.append(
+            {
+                "tool_calls": [imp.ToolCall(f"s{i}", "submit", {"team": "atlas", "contact": "Maya"})],
+                "tool_call_results": [imp.ToolResult(f"s{i}", "submit", {"team": "atlas", "contact": "Maya"})],
+                "team": "atlas",
+                "contact": "Maya",
+            }
+        )
     return imp.History(turns)
 
 
@@ -320,8 +349,12 @@ async def test_context_window_refusals_leave_old_episodes_out() -> None:
     assert prediction.metadata.termination_reason == "submit"
     assert len(prediction.metadata.history) == 17  # nothing lost
     projection = prediction.metadata.context_projection
-    assert projection == {"reason": "context_window_exceeded", "omitted_prior_entries": 12,
-                          "omitted_prior_groups": 6, "recovery_requests": 2}
+    assert projection == {
+        "reason": "context_window_exceeded",
+        "omitted_prior_entries": 12,
+        "omitted_prior_groups": 6,
+        "recovery_requests": 2,
+    }
     sizes = [len(r.messages) for r in lm.requests]
     assert sizes[0] > sizes[1] > sizes[2]
     assert lm.requests[2].messages[-1]["content"] == "[[ ## ticket ## ]]\nnew"
@@ -379,7 +412,10 @@ async def test_one_steps_calls_run_concurrently_in_call_order() -> None:
     waiter = imp.tool(wait, name="wait", description="Wait.")
     delays = [0.2, 0.05, 0.15, 0.1, 0.2, 0.01, 0.2, 0.12]
     lm = script(
-        [{"tool_calls": [{"name": "wait", "arguments": {"seconds": d}} for d in delays]}, {"reply": "done", "tool_calls": []}]
+        [
+            {"tool_calls": [{"name": "wait", "arguments": {"seconds": d}} for d in delays]},
+            {"reply": "done", "tool_calls": []},
+        ]
     )
     start = anyio.current_time()
     prediction = await imp.call(imp.react("ticket -> reply", [waiter], lm=lm), ticket="t")
@@ -443,8 +479,14 @@ async def test_events_are_ordered_and_bracketed() -> None:
 async def test_per_call_option_errors_come_before_any_request() -> None:
     lm = script(["x"])
     program = imp.react("ticket -> reply", [on_call], lm=lm)
-    for bad in ({"max_iters": -1}, {"max_iters": "3"}, {"last_request_note": 5}, {"finish": "later"},
-                {"last_request_tools": ["nope"]}, {"history": 42}):
+    for bad in (
+        {"max_iters": -1},
+        {"max_iters": "3"},
+        {"last_request_note": 5},
+        {"finish": "later"},
+        {"last_request_tools": ["nope"]},
+        {"history": 42},
+    ):
         with pytest.raises((ValueError, TypeError)):
             await imp.call(program, ticket="t", **bad)
     assert lm.requests == []
