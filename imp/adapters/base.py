@@ -320,6 +320,8 @@ class Adapter(abc.ABC):
             }
         if "assistant_name" not in signature.fields and (name := message_name(turn.get("assistant_name"))):
             assistant["name"] = name
+        if calls and turn.get("reasoning_data") is not None:
+            assistant["reasoning_data"] = turn["reasoning_data"]
         messages.append(assistant)
         results = {r.id: r for r in turn.get("tool_call_results") or ()}
         for call in calls:

@@ -70,6 +70,8 @@ def replay_turns(
             turn["tool_call_results"] = entry.get("tool_call_results") or ()
             if entry.get("next_thought") and not earlier:
                 turn["next_thought"] = entry["next_thought"]
+            if entry.get("reasoning_data") is not None and not earlier:
+                turn["reasoning_data"] = entry["reasoning_data"]
         elif kind == "thought":
             if earlier:
                 if len(turn) > 1:

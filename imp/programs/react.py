@@ -477,7 +477,7 @@ class ReAct(Program):
             if calls:
                 thought_streak = 0
                 try:
-                    outcome = await self._run_calls(turn, calls, text)
+                    outcome = await self._run_calls(turn, calls, text, response=response)
                 except _DeadlineDuringTools:
                     return None, "incomplete", "deadline_exceeded", None
                 if outcome is not None:
@@ -658,7 +658,13 @@ class ReAct(Program):
         return calls, (value if isinstance(value, str) and value.strip() else None), None
 
     async def _run_calls(
-        self, turn: _Turn, calls: list[ToolCall], thought: str | None, *, only: Sequence[str] | None = None
+        self,
+        turn: _Turn,
+        calls: list[ToolCall],
+        thought: str | None,
+        *,
+        only: Sequence[str] | None = None,
+        response: LMResponse | None = None,
     ) -> tuple[Mapping[str, Any], TerminationReason, TerminationCause | None, str | None] | None:
         """Run one step's calls and record the step; the outcome when the turn ends here."""
         if thought:
@@ -668,6 +674,10 @@ class ReAct(Program):
         entry: dict[str, Any] = {"tool_calls": tuple(calls), "tool_call_results": ()}
         if thought:
             entry = {"next_thought": thought, **entry}
+        if response is not None and response.reasoning:
+            entry["reasoning"] = response.reasoning
+        if response is not None and response.reasoning_data is not None:
+            entry["reasoning_data"] = response.reasoning_data
         left = time_left()
         try:
             with anyio.fail_after(left) if left is not None else nullcontext():

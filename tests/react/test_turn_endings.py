@@ -497,3 +497,42 @@ def test_unknown_options_raise() -> None:
         imp.react(escalation, [on_call], temperature=0)
     with pytest.raises(ValueError, match="finish_on"):
         imp.react(escalation, [on_call], finish_on={"nope": lambda a, r, i: imp.CONTINUE})
+
+
+async def test_provider_reasoning_is_kept_and_replayed_with_the_calls() -> None:
+    first = imp.LMResponse(
+        text="",
+        tool_calls=(imp.ToolCall("c1", "on_call", {"team": "atlas"}),),
+        reasoning="Double charge means money.",
+        reasoning_data={"reasoning_content": "Double charge means money."},
+        finish_reason="tool_calls",
+    )
+    lm = script([first, SUBMIT_ATLAS])
+    prediction = await imp.call(imp.react(escalation, [on_call], lm=lm), ticket=TICKET)
+    assert prediction.metadata.history[0]["reasoning_data"] == {"reasoning_content": "Double charge means money."}
+    assistant = lm.requests[1].messages[-2]
+    assert assistant["reasoning_data"] == {"reasoning_content": "Double charge means money."}
+
+
+async def test_cancelling_the_turn_leaves_no_task_behind() -> None:
+    import asyncio
+
+    started = anyio.Event()
+
+    async def hang(team: str) -> str:
+        started.set()
+        await anyio.sleep(30)
+        return team
+
+    hanging = imp.tool(hang, name="hang", description="Hangs.")
+    lm = script(
+        [{"tool_calls": [{"name": "hang", "arguments": {"team": "a"}}, {"name": "hang", "arguments": {"team": "b"}}]}]
+    )
+    before = len(asyncio.all_tasks())
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(imp.call, imp.react(escalation, [hanging], lm=lm), {"ticket": "t"})
+            await started.wait()
+            scope.cancel()
+    await anyio.sleep(0)
+    assert len(asyncio.all_tasks()) == before
