@@ -22,11 +22,13 @@ from imp.programs import (
     Predict,
     Program,
     ReAct,
+    ReActTrajectory,
     call,
     call_sync,
     chain_of_thought,
     predict,
     react,
+    react_trajectory,
 )
 from imp.runtime.deadline import deadline
 from imp.runtime.run import Event
@@ -39,6 +41,8 @@ from imp.tools import Allow, Cancel, Deny, ExecutionCancelled, Tool, ToolError, 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ReActTrajectory",
+    "react_trajectory",
     "lm",
     "save",
     "load",

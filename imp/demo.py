@@ -1,11 +1,12 @@
-"""imp's first look: route a support ticket with `predict`, then with `chain_of_thought`.
+"""imp's first look: the escalation agent of seed 001 routes a ticket and finds who is on call.
 
-Run it with `make demo` (or `python -m imp.demo`). For each program it prints the messages sent,
-the reply, the parsed answer and how the call ended. Without configuration the LM is a
-`ScriptedLM` with canned replies, so it runs anywhere; to use a real model, set
-`IMP_LM=provider:model` (`openai:gpt-5.4-mini`, `anthropic:claude-sonnet-4-6`,
-`openrouter:...`) and the provider's key (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`,
-`OPENROUTER_API_KEY`); `IMP_BASE_URL` points `openai:` at any OpenAI-compatible server.
+Run it with `make demo` (or `python -m imp.demo`). It prints each request the agent sends (the first
+in full, then only what each later request adds: each request is the previous one plus the newest
+exchange), each reply with its tool calls, the tools' results, the answer and how the turn ended.
+Without configuration the LM is a `ScriptedLM`, so it runs anywhere; to use a real model, set
+`IMP_LM=provider:model` (`openai:gpt-5.4-mini`, `anthropic:claude-sonnet-4-6`, `openrouter:...`)
+and the provider's key (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `OPENROUTER_API_KEY`);
+`IMP_BASE_URL` points `openai:` at any OpenAI-compatible server.
 
 Colour is used only when stdout is a terminal and `NO_COLOR` is not set.
 """
@@ -13,6 +14,7 @@ Colour is used only when stdout is a terminal and `NO_COLOR` is not set.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -21,9 +23,10 @@ import textwrap
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 import imp
+import imp.lm.scripted
 from imp.runtime.trace import Exchange, recent_exchanges
 
 __all__ = ["main"]
@@ -35,16 +38,24 @@ INSTRUCTIONS = (
 )
 TICKET = (
     "Hi, we were charged twice for our March invoice (INV-20417) and the second payment has already "
-    "left our account. Can you refund the duplicate?\n"
-    "-- helpdesk footer: on call this week: atlas Maya, harbor Tom, beacon Ines, quill Sam"
+    "left our account. Can you refund the duplicate?"
 )
-PREDICT_REPLY = "[[ ## team ## ]]\natlas\n\n[[ ## contact ## ]]\nMaya\n\n[[ ## completed ## ]]"
-COT_REPLY = (
-    "[[ ## reasoning ## ]]\n"
-    "The customer was billed twice and wants the duplicate payment refunded. That is about money, "
-    "which atlas owns, and the footer lists Maya as atlas's on-call engineer this week.\n\n"
-    "[[ ## team ## ]]\natlas\n\n[[ ## contact ## ]]\nMaya\n\n[[ ## completed ## ]]"
-)
+ON_CALL = {"atlas": "Maya", "harbor": "Tom", "beacon": "Ines", "quill": "Raj"}
+SCRIPT: list[imp.lm.scripted.Step] = [
+    {
+        "next_thought": "A duplicate charge on an invoice is about money, and atlas owns money. "
+        "I'll look up who is on call for atlas.",
+        "tool_calls": [{"name": "on_call", "arguments": {"team": "atlas"}}],
+    },
+    {"tool_calls": [{"name": "submit", "arguments": {"team": "atlas", "contact": "Maya"}}]},
+]
+
+
+def on_call(team: Literal["atlas", "harbor", "beacon", "quill"]) -> str:
+    """Look up the on-call engineer for a squad."""
+    return ON_CALL[team]
+
+
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openrouter": "OPENROUTER_API_KEY"}
 
 
@@ -211,7 +222,7 @@ def choose_lm(p: Printer) -> Choice | None:
     """A real model from IMP_LM, else a ScriptedLM; None (after saying why) if IMP_LM cannot be used."""
     spec = os.environ.get("IMP_LM", "").strip()
     if not spec:
-        scripted = imp.ScriptedLM([PREDICT_REPLY, COT_REPLY], model="scripted-demo")
+        scripted = imp.ScriptedLM(SCRIPT, model="scripted-demo")
         return Choice(scripted, "ScriptedLM with canned replies (set IMP_LM=provider:model to use a real model)", True)
     factory = lm_factory()
     if factory is None:
@@ -236,15 +247,20 @@ def choose_lm(p: Printer) -> Choice | None:
 # --- one program ----------------------------------------------------------------------------------
 
 
-def show_messages(p: Printer, exchange: Exchange) -> None:
-    p.heading("Messages sent", f"{len(exchange.messages)} messages to {exchange.model}")
-    for index, message in enumerate(exchange.messages):
+def show_messages(p: Printer, messages: Sequence[imp.lm.base.Message], note: str) -> None:
+    p.heading("Request", note)
+    for index, message in enumerate(messages):
         if index:
             p.line()
         role = str(message.get("role", "?"))
-        name = f" ({message['name']})" if message.get("name") else ""
+        if message.get("tool_call_id"):
+            role += f" (result of {message['tool_call_id']})"
         content = message.get("content")
-        p.block(role + name, content if isinstance(content, str) else repr(content))
+        text = content if isinstance(content, str) else repr(content)
+        calls = message.get("tool_calls") or ()
+        lines = [text] if text else []
+        lines.extend(f"-> {c['function']['name']}({c['function']['arguments']})  [{c['id']}]" for c in calls)
+        p.block(role, "\n".join(lines))
 
 
 def show_reply(p: Printer, exchange: Exchange) -> None:
@@ -256,19 +272,36 @@ def show_reply(p: Printer, exchange: Exchange) -> None:
     if response is None:
         return
     p.heading("Reply", f"finish_reason={response.finish_reason}")
-    if response.text:
-        p.block("assistant", response.text)
-    elif response.fields is not None:
-        p.block("assistant (fields)", "\n".join(f"{k}: {v}" for k, v in response.fields.items()))
+    lines = [response.text] if response.text else []
+    lines.extend(f"-> {call.name}({json.dumps(dict(call.arguments))})  [{call.id}]" for call in response.tool_calls)
+    p.block("assistant", "\n".join(lines) or "(nothing)")
+
+
+def show_steps(p: Printer, prediction: imp.Prediction) -> None:
+    history = prediction.metadata.history
+    if history is None:
+        return
+    p.heading("The history", "what the turn recorded, step by step")
+    for number, entry in enumerate(history, start=1):
+        lines = []
+        if entry.get("next_thought"):
+            lines.append(f"thought: {entry['next_thought']}")
+        results = {r.id: r for r in entry.get("tool_call_results") or ()}
+        for call in entry.get("tool_calls") or ():
+            result = results.get(call.id)
+            shown = (
+                "(no result)"
+                if result is None
+                else (json.dumps(result.result) if result.ok else f"Error: {result.error}")
+            )
+            outcome = f" [{result.outcome}]" if result is not None else ""
+            lines.append(f"{call.name}({json.dumps(dict(call.arguments))}) = {shown}{outcome}")
+        p.block(f"step {number}", "\n".join(lines) or "(no calls)")
 
 
 def show_answer(p: Printer, prediction: imp.Prediction) -> None:
     p.heading("Answer")
-    rows = []
-    for name, value in prediction.items():
-        text = str(value)
-        rows.append((name, p.s.green(p.s.bold(text)) if name != "reasoning" else text))
-    p.rows(rows)
+    p.rows([(name, p.s.green(p.s.bold(str(value)))) for name, value in prediction.items()])
 
 
 def describe_usage(usage: imp.Usage | None, scripted: bool) -> str:
@@ -289,39 +322,42 @@ def describe_usage(usage: imp.Usage | None, scripted: bool) -> str:
 
 def show_ending(p: Printer, prediction: imp.Prediction, scripted: bool) -> None:
     meta = prediction.metadata
-    calls = f"{meta.lm_calls} ({meta.adapter}" + (", after the JSON fallback)" if meta.json_fallback else ")")
     p.heading("How it ended")
-    p.rows(
-        [
-            ("complete", "yes" if prediction.complete else "no"),
-            ("fields", ", ".join(prediction.keys())),
-            ("finish_reason", str(meta.finish_reason)),
-            ("usage", describe_usage(meta.usage, scripted)),
-            ("LM calls", calls),
-        ]
-    )
+    rows = [
+        ("termination_reason", str(meta.termination_reason)),
+        ("complete", "yes" if prediction.complete else "no"),
+    ]
+    if meta.termination_cause:
+        rows.append(("termination_cause", str(meta.termination_cause)))
+    rows.append(("usage", describe_usage(meta.usage, scripted)))
+    p.rows(rows)
 
 
-async def run_program(p: Printer, program: imp.Predict, scripted: bool) -> imp.Prediction | None:
-    """Call the program on the ticket and print what happened; None if the call failed."""
-    before = recent_exchanges(1)
+async def run_agent(p: Printer, agent: imp.ReAct, scripted: bool) -> imp.Prediction | None:
+    """Run the agent on the ticket and print every request, reply and step; None if the call failed."""
+    before = len(recent_exchanges(200))
+    failure: imp.ImpError | None = None
+    prediction: imp.Prediction | None = None
     try:
-        prediction = await imp.call(program, ticket=TICKET)
+        prediction = await imp.call(agent, ticket=TICKET)
     except imp.ImpError as exc:
-        after = recent_exchanges(1)
-        if after and (not before or after[0] is not before[0]):  # the request was sent
-            show_messages(p, after[0])
-            show_reply(p, after[0])
-        p.heading("How it ended", "with an error")
-        p.block(type(exc).__name__, str(exc), p.s.red)
-        return None
-    exchanges = recent_exchanges(max(1, prediction.metadata.lm_calls))
+        failure = exc
+    exchanges = recent_exchanges(200)[before:] if before < 200 else recent_exchanges(1)
+    previous: Sequence[imp.lm.base.Message] = ()
     for number, exchange in enumerate(exchanges, start=1):
-        if len(exchanges) > 1:
-            p.line()
-            p.line(p.s.yellow(f"  request {number} of {len(exchanges)}" + (" (JSON fallback)" if number > 1 else "")))
-        show_messages(p, exchange)
+        messages = list(exchange.messages)
+        if previous and messages[: len(previous)] == list(previous):
+            shown, note = messages[len(previous) :], f"{number}: the previous request, plus"
+        else:
+            shown, note = messages, f"{number}: {len(messages)} messages to {exchange.model}"
+        show_messages(p, shown, note)
         show_reply(p, exchange)
+        previous = messages
+    if failure is not None or prediction is None:
+        p.heading("How it ended", "with an error")
+        p.block(type(failure).__name__, str(failure), p.s.red)
+        return None
+    show_steps(p, prediction)
     show_answer(p, prediction)
     show_ending(p, prediction, scripted)
     return prediction
@@ -333,46 +369,38 @@ async def run(out: TextIO) -> int:
     if choice is None:
         return 2
     signature = imp.signature(SIGNATURE, INSTRUCTIONS)
-    p.title(f"imp {imp.__version__} {p.s.dash} route a support ticket to the squad that owns it")
+    tool = imp.tool(on_call)
+    p.title(f"imp {imp.__version__} {p.s.dash} the escalation agent: route a ticket, find who is on call")
     p.rows(
         [
             ("signature", SIGNATURE),
             ("instructions", INSTRUCTIONS),
+            ("tools", f"{tool.name}: {tool.description}"),
+            ("program", "imp.react(signature, [on_call], max_iters=5)"),
             ("LM", choice.description),
+            ("ticket", TICKET),
         ],
         indent=0,
     )
-    programs: list[tuple[str, str, imp.Predict]] = [
-        (
-            "predict",
-            "imp.predict(signature): one request, the reply parsed into typed fields.",
-            imp.predict(signature, lm=choice.lm),
-        ),
-        (
-            "chain_of_thought",
-            "imp.chain_of_thought(signature): the same, with a `reasoning` output written first.",
-            imp.chain_of_thought(signature, lm=choice.lm),
-        ),
-    ]
-    results: list[imp.Prediction | None] = []
+    agent = imp.react(signature, [tool], lm=choice.lm, max_iters=5)
     try:
-        for number, (name, blurb, program) in enumerate(programs, start=1):
-            p.section(number, name, blurb)
-            results.append(await run_program(p, program, choice.scripted))
+        prediction = await run_agent(p, agent, choice.scripted)
     finally:
         await choice.lm.aclose()
     p.line()
     p.line(p.s.cyan(p.s.rule_char * p.s.width))
-    for (name, _, _), prediction in zip(programs, results, strict=True):
-        if prediction is None:
-            p.line(f"{name:<17} {p.s.red('failed')}")
-        else:
-            p.line(f"{name:<17} team={p.s.green(str(prediction.team))}  contact={p.s.green(str(prediction.contact))}")
+    if prediction is None:
+        p.line(p.s.red("The agent did not answer."))
+        return 1
+    p.line(
+        f"team={p.s.green(str(prediction.get('team')))}  contact={p.s.green(str(prediction.get('contact')))}  "
+        f"termination_reason={prediction.metadata.termination_reason}"
+    )
     if choice.scripted:
         p.line(
             p.s.dim("The replies were scripted. Set IMP_LM=provider:model and the provider's key to ask a real model.")
         )
-    return 0 if all(r is not None for r in results) else 1
+    return 0 if prediction.complete else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

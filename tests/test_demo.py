@@ -36,10 +36,11 @@ def test_exits_zero_without_configuration(demo: subprocess.CompletedProcess[str]
     assert demo.stderr == ""
 
 
-def test_shows_both_programs_and_the_scripted_lm(demo: subprocess.CompletedProcess[str]) -> None:
+def test_shows_the_agent_its_tool_and_the_scripted_lm(demo: subprocess.CompletedProcess[str]) -> None:
     out = demo.stdout
-    assert "1. predict" in out
-    assert "2. chain_of_thought" in out
+    assert "the escalation agent" in out
+    assert "imp.react(signature, [on_call], max_iters=5)" in out
+    assert "on_call: Look up the on-call engineer for a squad." in out
     assert "ScriptedLM" in out
 
 
@@ -48,21 +49,21 @@ def test_shows_the_system_message_with_its_marker_lines(demo: subprocess.Complet
     assert "system" in lines
     assert "user" in lines
     assert "Your input fields are:" in lines
-    assert "Your output fields are:" in lines
-    for marker in ("ticket", "team", "contact", "reasoning", "completed"):
+    for marker in ("ticket", "next_thought", "completed"):
         assert f"[[ ## {marker} ## ]]" in lines
     assert "In adhering to this structure, your objective is:" in lines
+    assert "When the final answer is ready, call `submit` with `team`, `contact`." in lines
 
 
-def test_shows_the_reply_the_answer_and_how_it_ended(demo: subprocess.CompletedProcess[str]) -> None:
+def test_shows_each_request_step_answer_and_ending(demo: subprocess.CompletedProcess[str]) -> None:
     out = demo.stdout
-    assert "Reply" in out
-    assert "Answer" in out
-    assert "How it ended" in out
-    assert "finish_reason  stop" in out
-    assert "LM calls       1 (ChatAdapter)" in out
-    assert "predict           team=atlas  contact=Maya" in out
-    assert "chain_of_thought  team=atlas  contact=Maya" in out
+    assert "Request  1: 2 messages to scripted-demo" in out
+    assert "Request  2: the previous request, plus" in out
+    assert "tool (result of call_1_0)" in out
+    assert '-> on_call({"team": "atlas"})  [call_1_0]' in out
+    assert 'on_call({"team": "atlas"}) = "Maya" [result]' in out
+    assert "termination_reason  submit" in out
+    assert "team=atlas  contact=Maya  termination_reason=submit" in out
 
 
 def test_no_colour_when_stdout_is_not_a_terminal(demo: subprocess.CompletedProcess[str]) -> None:

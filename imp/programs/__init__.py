@@ -3,6 +3,7 @@
 from imp.programs.base import Program, call, call_sync
 from imp.programs.predict import ChainOfThought, Predict, chain_of_thought, predict
 from imp.programs.react import CONTINUE, Finish, ReAct, react
+from imp.programs.react_trajectory import ReActTrajectory, react_trajectory
 
 __all__ = [
     "CONTINUE",
@@ -11,9 +12,11 @@ __all__ = [
     "Predict",
     "Program",
     "ReAct",
+    "ReActTrajectory",
     "call",
     "call_sync",
     "chain_of_thought",
     "predict",
     "react",
+    "react_trajectory",
 ]

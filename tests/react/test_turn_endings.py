@@ -3,6 +3,7 @@
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from react_fixtures import escalation, on_call, page, results, script
 
@@ -534,5 +535,5 @@ async def test_cancelling_the_turn_leaves_no_task_behind() -> None:
             tg.start_soon(imp.call, imp.react(escalation, [hanging], lm=lm), {"ticket": "t"})
             await started.wait()
             scope.cancel()
-    await anyio.sleep(0)
+    await anyio.lowlevel.checkpoint()
     assert len(asyncio.all_tasks()) == before

@@ -355,3 +355,48 @@ def test_config_reaches_every_request(run: Run) -> None:
     lm = imp.ScriptedLM([step(FINISH), extraction("Paris")])
     run(lambda: ask(program(lm, config={"temperature": 0.1}), config={"max_tokens": 50}))
     assert all(r.options.get("temperature") == 0.1 and r.options.get("max_tokens") == 50 for r in lm.requests)
+
+
+# --- tools that fail, other adapters -----------------------------------------------------
+
+
+async def _flaky(query: str) -> str:
+    """Search a flaky index."""
+    raise RuntimeError("index offline")
+
+
+flaky = tool(_flaky, name="flaky")
+
+
+def test_a_raising_async_tool_is_an_observation(run: Run) -> None:
+    lm = imp.ScriptedLM([step("flaky", {"query": "a"}), step(FINISH), extraction("unknown")])
+    prediction = run(lambda: imp.call(react_trajectory("question -> answer", [flaky], lm=lm), question="q"))
+    assert prediction.metadata.extra["trajectory"]["observation_0"] == "Error: flaky failed: index offline"
+    assert prediction.metadata.termination_reason == "finish"
+
+
+def test_json_adapter_renders_the_trajectory(run: Run) -> None:
+    lm = imp.ScriptedLM([step("search", {"query": "a"}), step(FINISH), extraction("Paris")])
+    prediction = run(lambda: ask(program(lm, adapter=imp.JSONAdapter())))
+    assert prediction.answer == "Paris"
+    assert prediction.metadata.adapter == "JSONAdapter"
+    assert "observation_0" in user_text(lm.requests[-1])
+
+
+def test_a_failed_step_request_goes_to_the_extraction(run: Run) -> None:
+    lm = imp.ScriptedLM([imp.LMError("upstream unavailable", status=503), extraction("Paris")])
+    prediction = run(lambda: ask(program(lm)))
+    assert prediction.answer == "Paris"
+    assert prediction.metadata.termination_reason == "extracted"
+    assert prediction.metadata.termination_cause == "prediction_error"
+    assert "upstream unavailable" in prediction.metadata.termination_error[0]
+
+
+def test_an_unreadable_extraction_is_incomplete(run: Run) -> None:
+    lm = imp.ScriptedLM([step(FINISH), "no sections here", "still not JSON"])
+    prediction = run(lambda: ask(program(lm)))
+    assert not prediction.complete
+    assert prediction.fields == {"answer": None}
+    assert prediction.metadata.termination_reason == "incomplete"
+    assert prediction.metadata.termination_cause == "parse_error"
+    assert prediction.metadata.extra["trajectory"]["tool_name_0"] == FINISH
