@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
 import imp
-import imp.lm.scripted
+from imp.lm.base import Message
+from imp.lm.scripted import Step
 from imp.runtime.trace import Exchange, recent_exchanges
 
 __all__ = ["main"]
@@ -41,7 +42,7 @@ TICKET = (
     "left our account. Can you refund the duplicate?"
 )
 ON_CALL = {"atlas": "Maya", "harbor": "Tom", "beacon": "Ines", "quill": "Raj"}
-SCRIPT: list[imp.lm.scripted.Step] = [
+SCRIPT: list[Step] = [
     {
         "next_thought": "A duplicate charge on an invoice is about money, and atlas owns money. "
         "I'll look up who is on call for atlas.",
@@ -247,7 +248,7 @@ def choose_lm(p: Printer) -> Choice | None:
 # --- one program ----------------------------------------------------------------------------------
 
 
-def show_messages(p: Printer, messages: Sequence[imp.lm.base.Message], note: str) -> None:
+def show_messages(p: Printer, messages: Sequence[Message], note: str) -> None:
     p.heading("Request", note)
     for index, message in enumerate(messages):
         if index:
@@ -343,7 +344,7 @@ async def run_agent(p: Printer, agent: imp.ReAct, scripted: bool) -> imp.Predict
     except imp.ImpError as exc:
         failure = exc
     exchanges = recent_exchanges(200)[before:] if before < 200 else recent_exchanges(1)
-    previous: Sequence[imp.lm.base.Message] = ()
+    previous: Sequence[Message] = ()
     for number, exchange in enumerate(exchanges, start=1):
         messages = list(exchange.messages)
         if previous and messages[: len(previous)] == list(previous):
