@@ -113,10 +113,11 @@ class ChatAdapter(Adapter):
 
     def system_text(self, signature: Signature, opts: Any) -> str:
         if opts.system_renderer is None and opts.guidance is None and opts.agent_line == DEFAULT_AGENT_LINE:
-            cached = signature.__dict__.get("_imp_chat_system")
+            key = f"_imp_system:{type(self).__module__}.{type(self).__qualname__}"
+            cached = signature.__dict__.get(key)
             if cached is None:
                 cached = self.default_system(signature, {})
-                signature.__dict__["_imp_chat_system"] = cached
+                signature.__dict__[key] = cached
             return str(cached)
         return super().system_text(signature, opts)
 
@@ -131,7 +132,8 @@ class ChatAdapter(Adapter):
         return "\n\n".join(sections).strip() + "\n\n[[ ## completed ## ]]\n"
 
     def response_instruction(self, signature: Signature) -> str | None:
-        cached = signature.__dict__.get("_imp_chat_instruction")
+        key = f"_imp_instruction:{type(self).__module__}.{type(self).__qualname__}"
+        cached = signature.__dict__.get(key)
         if cached is None:
             parts = []
             for name, f in signature.outputs.items():
@@ -144,7 +146,7 @@ class ChatAdapter(Adapter):
                 + ", then ".join(parts)
                 + ", and then ending with the marker for `[[ ## completed ## ]]`."
             )
-            signature.__dict__["_imp_chat_instruction"] = cached
+            signature.__dict__[key] = cached
         return str(cached)
 
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:

@@ -98,7 +98,11 @@ class StreamEvent:
 
 
 class LM(abc.ABC):
-    """A language model client. Subclasses implement `request` (and may implement `stream`)."""
+    """A language model client. Subclasses implement `request` (and may implement `stream`).
+
+    A client adds each response's usage to the open accumulators (`imp.runtime.usage.record_usage`)
+    itself, so direct `await lm.request(...)` calls are counted like a program's.
+    """
 
     provider: str = "lm"
     model: str = "unknown"

@@ -10,6 +10,7 @@ from typing import Any
 from imp.errors import LMError
 from imp.history import ToolCall
 from imp.lm.base import LM, LMCapabilities, LMResponse, Message, ResponseFormatSupport, Usage
+from imp.runtime.usage import record_usage
 
 __all__ = ["ScriptedLM", "ScriptedRequest", "StaticLM", "Step", "to_response"]
 
@@ -71,6 +72,10 @@ class _RecordingLM(LM):
         self.capabilities = LMCapabilities(tool_calling=tool_calling, response_format=response_format)
         self.requests: list[ScriptedRequest] = []
 
+    def _counted(self, response: LMResponse) -> LMResponse:
+        record_usage(f"{self.provider}:{self.model}", response.usage)
+        return response
+
     def _record(self, messages: Sequence[Message], options: Mapping[str, Any]) -> int:
         self.requests.append(ScriptedRequest([dict(m) for m in messages], dict(options)))
         return len(self.requests)
@@ -111,7 +116,7 @@ class ScriptedLM(_RecordingLM):
             step = self._exhausted
         else:
             raise LMError(f"ScriptedLM ran out of steps after {len(self._steps)}", provider="scripted")
-        return to_response(step, request_number=number, model=self.model)
+        return self._counted(to_response(step, request_number=number, model=self.model))
 
 
 Handler = Callable[[list[Message], dict[str, Any]], Step | Awaitable[Step]]
@@ -136,4 +141,4 @@ class StaticLM(_RecordingLM):
         step = self._handler(list(messages), dict(options))
         if inspect.isawaitable(step):
             step = await step
-        return to_response(step, request_number=number, model=self.model)
+        return self._counted(to_response(step, request_number=number, model=self.model))

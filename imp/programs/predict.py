@@ -14,7 +14,7 @@ from imp.lm.base import LM, LMResponse, Message
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs.base import Program
 from imp.runtime.trace import record_exchange
-from imp.runtime.usage import record_usage, track_usage
+from imp.runtime.usage import track_usage
 from imp.settings import settings
 from imp.signature import Signature, SignatureLike, as_signature
 
@@ -68,14 +68,13 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
 
 
 async def request(lm: LM, messages: list[Message], options: Mapping[str, Any]) -> LMResponse:
-    """One LM request, recorded for `inspect_history` and usage."""
+    """One LM request, recorded for `inspect_history` (each LM records its own usage)."""
     try:
         response = await lm.request(messages, **options)
     except LMError as exc:
         record_exchange(lm.model, messages, dict(options), None, str(exc))
         raise
     record_exchange(lm.model, messages, dict(options), response)
-    record_usage(f"{lm.provider}:{lm.model}", response.usage)
     return response
 
 

@@ -402,11 +402,7 @@ class ReAct(Program):
             roster = self._call_roster(control["tools"], roster)
         if self._has_submit(finish):
             roster[SUBMIT] = self.submit_tool()
-        given = {k: v for k, v in values.items() if k in self.signature.inputs or k == "user_name"}
-        for k in values:
-            if k not in given:
-                given.setdefault(k, values[k])
-        prepared = prepare_inputs(_optional_inputs(self.signature) if history else self.signature, given)
+        prepared = prepare_inputs(_optional_inputs(self.signature) if history else self.signature, values)
         pending = {
             k: v for k, v in prepared.items() if v is not None and (k in self.signature.inputs or k == "user_name")
         }
