@@ -50,7 +50,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))  # this checkout's imp, whatever the venv holds
 
-import imp
+import imp  # noqa: E402  (after the sys.path fix above)
 
 CALLS = 8
 TOOL_SECONDS = 0.1
@@ -307,7 +307,9 @@ def print_table(runners: Sequence[Runner], turns: int) -> None:
     width = max(len(r.label) for r in runners)
     print(f"\n{CALLS} calls of {TOOL_SECONDS} s in one step, then an answer ({turns} timed turns each, median)")
     print(f"ideal {IDEAL:.3f} s per turn; target for imp <= {IDEAL * TARGET:.3f} s (x{TARGET:.2f})\n")
-    head = f"  {'runner':<{width}}  {'tools':<5}  {'s/turn':>7}  {'min-max':>13}  {'x ideal':>7}  {'1st turn':>8}  notes"
+    head = (
+        f"  {'runner':<{width}}  {'tools':<5}  {'s/turn':>7}  {'min-max':>13}  {'x ideal':>7}  {'1st turn':>8}  notes"
+    )
     print(head)
     print("  " + "-" * (len(head) - 2 + 20))
     for r in runners:

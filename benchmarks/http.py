@@ -17,14 +17,6 @@ the same library, at least 2x DSPy and 4x pydantic-ai. Also prints `python -X im
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# This file is named like the standard library's `http`: keep its folder off the import path.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))  # this checkout's imp
-
 import argparse
 import asyncio
 import json
@@ -34,10 +26,18 @@ import re
 import socket
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+# This file is named like the standard library's `http` (which httpx imports later, inside the
+# runners): keep its folder off the import path.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))  # this checkout's imp
 
 DELAY = 0.020
 MESSAGES = [{"role": "user", "content": "Say hello."}]
@@ -85,7 +85,8 @@ class _Server(asyncio.Protocol):
     def _respond(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(REPLY), REPLY)
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                % (len(REPLY), REPLY)
             )
 
 
@@ -292,10 +293,14 @@ def main() -> None:
     finally:
         server.terminate()
 
-    print(f"{args.n} requests per run; the server answers after {DELAY * 1000:.0f} ms; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
+    print(
+        f"{args.n} requests per run; the server answers after {DELAY * 1000:.0f} ms; {os.cpu_count()} cores; Python {sys.version.split()[0]}"
+    )
     print(f"{'runner':<14} {'conc':>5} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/req':>11} {'errors':>7}")
     for r in results:
-        print(f"{r.name:<14} {r.concurrency:>5} {r.rps:>8.0f} {r.p50:>8.1f} {r.p99:>8.1f} {r.cpu_ms:>11.2f} {r.errors:>7}")
+        print(
+            f"{r.name:<14} {r.concurrency:>5} {r.rps:>8.0f} {r.p50:>8.1f} {r.p99:>8.1f} {r.cpu_ms:>11.2f} {r.errors:>7}"
+        )
     for line in skipped:
         print(f"skipped: {line}")
 

@@ -13,7 +13,6 @@ Colour is used only when stdout is a terminal and `NO_COLOR` is not set.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -24,6 +23,8 @@ import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
+
+import anyio
 
 import imp
 from imp.lm.base import Message
@@ -408,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo, printing to stdout; the exit code is 0 when every program answered."""
     del argv
     try:
-        return asyncio.run(run(sys.stdout))
+        return anyio.run(run, sys.stdout)
     except KeyboardInterrupt:
         return 130
 

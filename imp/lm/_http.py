@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
+from imp._redact import redact_text
 from imp.errors import DeadlineExceeded, LMError
 from imp.lm.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
 from imp.lm.errors import classify_error, error_from_payload
@@ -41,9 +42,11 @@ REQUEST_OPTIONS = frozenset(
         "response_format",
         "extra_body",
         "extra_headers",
+        "n",
     }
 )
-"""Options that shape the request body (`extra_body` is merged into it verbatim: the passthrough)."""
+"""Options that shape the request body (`extra_body` is merged into it verbatim: the passthrough).
+`n` is accepted only as 1 (one response per request) and never sent."""
 
 CONTROL_OPTIONS = frozenset({"timeout", "max_retries", "cache", "rollout_id"})
 """Options that steer the client and are never sent (`rollout_id` only varies the cache key)."""
@@ -69,6 +72,8 @@ class HTTPLM(LM):
 
     default_base_url: str = ""
     api_key_env: str | None = None
+    records_usage: bool = True
+    """This client adds each call's usage to `imp.runtime.usage` itself (callers must not add it again)."""
     unsupported_options: frozenset[str] = frozenset()
 
     def __init__(
@@ -171,6 +176,8 @@ class HTTPLM(LM):
             tool_choice_name(choice)  # raises on a malformed value
             if choice not in ("auto", "none") and not options.get("tools") and "tools" in options:
                 raise ValueError("tool_choice forces a tool but no tools were given")
+        if options.get("n") not in (None, 1):
+            raise ValueError(f"{self.provider}: imp asks for one completion per request (n=1), got n={options['n']!r}")
         extra = options.get("extra_body")
         if extra is not None and not isinstance(extra, Mapping):
             raise TypeError("extra_body must be a mapping of fields to add to the request body")
@@ -237,7 +244,7 @@ class HTTPLM(LM):
         left = time_left()
         if failure.kind == "timeout" and left is not None and left <= 0.05:
             return DeadlineExceeded("the deadline passed while waiting for the provider")
-        message = f"request failed ({failure.kind}): {failure}"
+        message = redact_text(f"request failed ({failure.kind}): {failure}", self.secrets)
         return LMError(
             message,
             provider=self.provider,
@@ -364,7 +371,7 @@ class HTTPLM(LM):
                             yield delta
             except HTTPFailure as failure:
                 raise LMError(
-                    f"the stream broke after it started ({failure.kind}): {failure}",
+                    redact_text(f"the stream broke after it started ({failure.kind}): {failure}", self.secrets),
                     provider=self.provider,
                     code="stream_broken",
                     retryable=True,
@@ -384,9 +391,19 @@ class HTTPLM(LM):
             transport, self._transport = self._transport, None
             await transport.aclose()
 
+    def dump(self) -> dict[str, Any]:
+        """A JSON-friendly description to rebuild this client with `imp.lm(**dump)`; never the key."""
+        from imp._redact import redact
+
+        data: dict[str, Any] = {"model": self.model_key}
+        if self.base_url != self.default_base_url:
+            data["base_url"] = redact_text(self.base_url, self.secrets)
+        data.update(redact(self.defaults, self.secrets))
+        return data
+
     def __repr__(self) -> str:
         where = "" if self.base_url == self.default_base_url else f", base_url={self.base_url!r}"
-        return f"{type(self).__name__}({self.provider}:{self.model}{where})"
+        return redact_text(f"{type(self).__name__}({self.provider}:{self.model}{where})", self.secrets)
 
 
 def _with_max_retries(policy: RetryPolicy, max_retries: int) -> RetryPolicy:

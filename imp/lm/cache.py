@@ -239,6 +239,7 @@ class SQLiteCache(ResponseCache):
 
 _default: ContextVar[ResponseCache | None] = ContextVar("imp_lm_cache", default=None)
 _shared_memory: MemoryCache | None = None
+_sqlite_by_path: dict[Path, SQLiteCache] = {}
 
 
 def default_cache() -> ResponseCache | None:
@@ -246,13 +247,13 @@ def default_cache() -> ResponseCache | None:
     return _default.get()
 
 
-def set_default_cache(cache: ResponseCache | bool | None) -> None:
+def set_default_cache(cache: Any) -> None:
     """Set the context's default cache (`True` means the process-wide in-memory LRU)."""
     _default.set(resolve_cache(cache, use_default=False))
 
 
 @contextmanager
-def using_cache(cache: ResponseCache | bool | None) -> Iterator[ResponseCache | None]:
+def using_cache(cache: Any) -> Iterator[ResponseCache | None]:
     """Use a default cache inside the block only."""
     resolved = resolve_cache(cache, use_default=False)
     token = _default.set(resolved)
@@ -262,11 +263,23 @@ def using_cache(cache: ResponseCache | bool | None) -> Iterator[ResponseCache | 
         _default.reset(token)
 
 
-def resolve_cache(cache: ResponseCache | bool | None, *, use_default: bool = True) -> ResponseCache | None:
-    """Turn an LM's or a call's `cache` setting into a cache: None defers to the context default."""
+def resolve_cache(cache: Any, *, use_default: bool = True) -> ResponseCache | None:
+    """Turn an LM's or a call's `cache` setting into a cache.
+
+    None defers to the context's default (`using_cache`, then `imp.configure(cache=...)`); True is
+    the process-wide in-memory LRU; a path (str or Path) is a SQLite file; False is off.
+    """
     global _shared_memory
     if cache is None:
-        return _default.get() if use_default else None
+        if not use_default:
+            return None
+        found = _default.get()
+        if found is not None:
+            return found
+        from imp.settings import settings
+
+        configured = settings().cache
+        return None if configured is None else resolve_cache(configured, use_default=False)
     if cache is False:
         return None
     if cache is True:
@@ -275,4 +288,9 @@ def resolve_cache(cache: ResponseCache | bool | None, *, use_default: bool = Tru
         return _shared_memory
     if isinstance(cache, ResponseCache):
         return cache
-    raise TypeError(f"cache must be True, False, None or a ResponseCache, got {type(cache).__name__}")
+    if isinstance(cache, str | Path):
+        path = Path(cache).expanduser()
+        if path not in _sqlite_by_path:
+            _sqlite_by_path[path] = SQLiteCache(path)
+        return _sqlite_by_path[path]
+    raise TypeError(f"cache must be True, False, None, a path or a ResponseCache, got {type(cache).__name__}")

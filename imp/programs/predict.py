@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -13,6 +14,7 @@ from imp.errors import AdapterParseError, ImpError, LMError, MissingInputError
 from imp.lm.base import LM, LMResponse, Message
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs.base import Program
+from imp.runtime.run import current_run
 from imp.runtime.trace import record_exchange
 from imp.runtime.usage import track_usage
 from imp.settings import settings
@@ -67,15 +69,58 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
     return values
 
 
-async def request(lm: LM, messages: list[Message], options: Mapping[str, Any]) -> LMResponse:
-    """One LM request, recorded for `inspect_history` (each LM records its own usage)."""
+async def request(lm: LM, messages: list[Message], options: Mapping[str, Any], **event: Any) -> LMResponse:
+    """One LM request, recorded for `inspect_history` (each LM records its own usage), and
+    reported as `model_request` then `model_response` (model, usage, duration) or `model_error`
+    events with `event`'s fields added, unless the program announced the request itself."""
+    run = current_run()
+    if run is not None and (run.on_event is None or run.model_request_announced):
+        run = None
+    if run is not None:
+        run.deliver("model_request", {"model": f"{lm.provider}:{lm.model}", "messages": len(messages), **event})
+    started = time.perf_counter()
     try:
         response = await lm.request(messages, **options)
     except LMError as exc:
         record_exchange(lm.model, messages, dict(options), None, str(exc))
+        if run is not None:
+            run.deliver("model_error", model_error_fields(lm, exc, time.perf_counter() - started) | event)
         raise
     record_exchange(lm.model, messages, dict(options), response)
+    if run is not None:
+        run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | event)
     return response
+
+
+def model_response_fields(lm: LM, response: LMResponse, duration: float) -> dict[str, Any]:
+    """What a `model_response` event says: model, finish reason, tool calls, usage, duration."""
+    usage = response.usage
+    return {
+        "model": f"{lm.provider}:{lm.model}",
+        "finish_reason": response.finish_reason,
+        "tool_calls": [c.name for c in response.tool_calls],
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "reasoning_tokens": usage.reasoning_tokens,
+            "cost": usage.cost,
+            "requests": usage.requests,
+        },
+        "cache_hit": response.cache_hit,
+        "duration": round(duration, 6),
+    }
+
+
+def model_error_fields(lm: LM, error: LMError, duration: float) -> dict[str, Any]:
+    """What a `model_error` event says: model, status, whether retryable, the error, duration."""
+    return {
+        "model": f"{lm.provider}:{lm.model}",
+        "status": error.status,
+        "retryable": error.retryable,
+        "error": str(error),
+        "duration": round(duration, 6),
+    }
 
 
 def read_response(adapter: Adapter, signature: Signature, response: LMResponse) -> dict[str, Any]:

@@ -554,15 +554,8 @@ class ReAct(Program):
                 ):
                     with attempt:
                         messages = self._messages(turn, thought_as_user=thought_as_user)
-                        emit("model_request", step=turn.step, forced=forced, messages=len(messages))
-                        response = await request(turn.lm, messages, request_options)
-                        emit(
-                            "model_response",
-                            step=turn.step,
-                            finish_reason=response.finish_reason,
-                            tool_calls=[c.name for c in response.tool_calls],
-                        )
-                        return response
+                        # request() emits model_request and model_response (with model, usage and duration)
+                        return await request(turn.lm, messages, request_options, step=turn.step, forced=forced)
         except TimeoutError:
             raise _Interrupted("deadline_exceeded") from None
         except LMError as exc:

@@ -1,22 +1,53 @@
-"""One `imp.call` as a run: its id, its parent, its authorizer, and its ordered event stream."""
+"""One `imp.call` as a run: its id, its parent, its authorizer, and its ordered event stream.
+
+Each event is redacted (secrets by key name and by value shape), bounded (a payload over
+`MAX_EVENT_BYTES` serialized is cut and says so), numbered within its call, handed to the call's
+`on_event` sink, and logged through structlog under the logger `imp` (see `imp.runtime.logging`).
+
+Sinks are called inline, on the event loop, in order: a sink must be quick. A sink that raises
+is reported once (a WARNING on the `imp` logger) and keeps receiving events; the program never
+sees the error. For a slow sink (a network write, a database), wrap it in `buffered_sink`, which
+hands events to a background task through a bounded queue and drops (and counts) what does not fit.
+"""
 
 from __future__ import annotations
 
+import inspect
 import itertools
+import json
+import math
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 
 from imp._redact import redact
+from imp.runtime.logging import event_level, get_logger, logs_enabled
 
-__all__ = ["Event", "EventSink", "Run", "current_run", "emit", "run_scope"]
+__all__ = [
+    "MAX_EVENT_BYTES",
+    "BufferedSink",
+    "Event",
+    "EventSink",
+    "Run",
+    "bound_payload",
+    "buffered_sink",
+    "current_run",
+    "emit",
+    "run_scope",
+]
 
-_logger = structlog.get_logger("imp")
+MAX_EVENT_BYTES = 16 * 1024
+"""An event payload larger than this (serialized as JSON) is cut: long strings shortened, long
+lists and mappings trimmed, and `truncated: True` plus `original_size` (bytes) added."""
+
+_STRING_KEEP = 1024
+_ITEMS_KEEP = 32
 _ids = itertools.count(1)
 
 
@@ -46,6 +77,48 @@ class Event:
 EventSink = Callable[[Event], object]
 
 
+def _log_only(event: Event) -> None:
+    """The sink of a run without one while the `imp` logger is on: events are only logged."""
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, default=str, ensure_ascii=False).encode())
+
+
+def _shrink(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        if len(value) <= _STRING_KEEP:
+            return value
+        return f"{value[:_STRING_KEEP]}... [{len(value) - _STRING_KEEP} more characters]"
+    if isinstance(value, Mapping):
+        items = list(value.items())
+        kept = {str(k): _shrink(v, depth + 1) for k, v in items[: _ITEMS_KEEP * 2]}
+        if len(items) > _ITEMS_KEEP * 2:
+            kept["..."] = f"{len(items) - _ITEMS_KEEP * 2} more keys"
+        return kept
+    if isinstance(value, list | tuple):
+        shown = [_shrink(v, depth + 1) for v in value[:_ITEMS_KEEP]]
+        if len(value) > _ITEMS_KEEP:
+            shown.append(f"... {len(value) - _ITEMS_KEEP} more items")
+        return shown
+    return value
+
+
+def bound_payload(payload: dict[str, Any], limit: int = MAX_EVENT_BYTES) -> dict[str, Any]:
+    """The payload itself when it serializes to at most `limit` bytes, else a cut copy that says so."""
+    try:
+        size = _size(payload)
+    except (TypeError, ValueError):  # a circular structure: keep only its shape
+        return {"truncated": True, "original_size": None, "preview": repr(payload)[:_STRING_KEEP]}
+    if size <= limit:
+        return payload
+    cut = _shrink(payload)
+    if _size(cut) > limit:
+        preview = json.dumps(cut, default=str, ensure_ascii=False)[: limit // 2]
+        cut = {"preview": preview}
+    return {**cut, "truncated": True, "original_size": size}
+
+
 @dataclass(slots=True)
 class Run:
     """The state of one call: where its events go and who authorizes its tool calls."""
@@ -56,20 +129,56 @@ class Run:
     authorize: Any
     _seq: int = 0
     _sink_failed: bool = False
+    _announced: int = 0
     children: list[str] = field(default_factory=list)
 
+    @property
+    def model_request_announced(self) -> bool:
+        """Whether the program announced a model request itself (`model_request` not yet answered),
+        so the LM request under it adds no `model_request` / `model_response` of its own."""
+        return self._announced > 0
+
     def emit(self, kind: str, **payload: Any) -> None:
-        """Deliver one redacted event; a failing sink is reported once and never breaks the run."""
-        if self.on_event is None:
+        """Deliver one redacted, bounded event; a failing sink is reported once and never breaks the run."""
+        if kind == "model_request":
+            self._announced += 1
+        elif kind in ("model_response", "model_error") and self._announced:
+            self._announced -= 1
+        self.deliver(kind, payload)
+
+    def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+        """`emit` without the bookkeeping of announced model requests (the LM request's own events)."""
+        sink = self.on_event
+        if sink is None:
             return
         self._seq += 1
-        event = Event(self._seq, self.call_id, self.parent_id, kind, time.time(), redact(payload))
-        try:
-            self.on_event(event)
-        except Exception as exc:
-            if not self._sink_failed:
-                self._sink_failed = True
-                _logger.warning("imp.event_sink_failed", kind=kind, error=str(exc) or type(exc).__name__)
+        level = event_level(kind)
+        logged = logs_enabled(level)
+        if sink is _log_only and not logged:
+            return
+        event = Event(self._seq, self.call_id, self.parent_id, kind, time.time(), bound_payload(redact(payload)))
+        if sink is not _log_only:
+            try:
+                result = sink(event)
+            except Exception as exc:
+                self._report(kind, f"{type(exc).__name__}: {exc}")
+            else:
+                if inspect.isawaitable(result):
+                    if inspect.iscoroutine(result):
+                        result.close()
+                    self._report(kind, "on_event returned an awaitable; wrap an async sink in buffered_sink()")
+        if logged:
+            fields = {
+                ("event_" if k in ("event", "level", "logger", "timestamp") else k): v for k, v in event.payload.items()
+            }
+            get_logger().log(
+                level, kind, call_id=self.call_id, parent_id=self.parent_id, seq=event.seq, at=event.at, **fields
+            )
+
+    def _report(self, kind: str, error: str) -> None:
+        if not self._sink_failed:
+            self._sink_failed = True
+            get_logger().warning("event_sink_failed", call_id=self.call_id, kind=kind, error=error)
 
 
 _current: ContextVar[Run | None] = ContextVar("imp_run", default=None)
@@ -81,7 +190,7 @@ def current_run() -> Run | None:
 
 
 def emit(kind: str, **payload: Any) -> None:
-    """Emit an event on the current run (nothing happens outside a run or without a sink)."""
+    """Emit an event on the current run (nothing happens outside a run, or with no sink and logging off)."""
     run = _current.get()
     if run is not None and run.on_event is not None:
         run.emit(kind, **payload)
@@ -89,12 +198,19 @@ def emit(kind: str, **payload: Any) -> None:
 
 @contextmanager
 def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> Iterator[Run]:
-    """Open a run for one call; a nested call inherits its parent's sink and authorizer."""
+    """Open a run for one call; a nested call inherits its parent's sink and authorizer.
+
+    A run with no sink of its own or inherited still produces events while the `imp` logger is
+    on (they are only logged); otherwise it builds none.
+    """
     parent = _current.get()
+    sink = on_event if on_event is not None else (parent.on_event if parent else None)
+    if sink is None and logs_enabled():
+        sink = _log_only
     run = Run(
         call_id=f"call-{next(_ids)}",
         parent_id=parent.call_id if parent else None,
-        on_event=on_event if on_event is not None else (parent.on_event if parent else None),
+        on_event=sink,
         authorize=authorize if authorize is not None else (parent.authorize if parent else None),
     )
     token = _current.set(run)
@@ -102,3 +218,96 @@ def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> It
         yield run
     finally:
         _current.reset(token)
+
+
+AsyncOrSyncSink = Callable[[Event], object | Awaitable[object]]
+
+
+@dataclass(slots=True)
+class BufferedSink:
+    """An `on_event` sink that queues events for a background task (see `buffered_sink`).
+
+    `delivered`, `dropped` (the queue was full, or the block had ended) and `failed` (the wrapped
+    sink raised) count events.
+    """
+
+    sink: AsyncOrSyncSink
+    delivered: int = 0
+    dropped: int = 0
+    failed: int = 0
+    _send: MemoryObjectSendStream[Event] | None = None
+
+    def __call__(self, event: Event) -> None:
+        send = self._send
+        if send is None:
+            self.dropped += 1
+            return
+        try:
+            send.send_nowait(event)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.dropped += 1
+
+
+@asynccontextmanager
+async def buffered_sink(
+    sink: AsyncOrSyncSink, *, max_queue: int = 1000, drain_timeout: float | None = 5.0
+) -> AsyncIterator[BufferedSink]:
+    """Hand events to `sink` (sync or async) from a background task, never slowing the program.
+
+    ```python
+    async with buffered_sink(send_to_collector, max_queue=1000) as sink:
+        await imp.call(agent, inputs, on_event=sink)
+    print(sink.dropped)
+    ```
+
+    Emitting puts the event on a bounded in-memory queue and returns at once; when the queue is
+    full the event is dropped and counted. A sink that raises is reported once and keeps
+    receiving events. Leaving the block delivers what is queued, waiting at most `drain_timeout`
+    seconds (None: as long as it takes); what is left after that is counted as dropped.
+    """
+    if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
+        raise ValueError(f"max_queue is a positive integer, got {max_queue!r}")
+    send, receive = anyio.create_memory_object_stream[Event](max_queue)
+    buffered = BufferedSink(sink, _send=send)
+    reported = False
+
+    async def drain() -> None:
+        nonlocal reported
+        async with receive:
+            async for event in receive:
+                try:
+                    result = sink(event)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception as exc:
+                    buffered.failed += 1
+                    if not reported:
+                        reported = True
+                        get_logger().warning(
+                            "event_sink_failed",
+                            call_id=event.call_id,
+                            kind=event.kind,
+                            error=f"{type(exc).__name__}: {exc}",
+                        )
+                else:
+                    buffered.delivered += 1
+        drained.set()
+
+    drained = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(drain)
+        try:
+            yield buffered
+        except BaseException:
+            buffered._send = None
+            send.close()
+            buffered.dropped += receive.statistics().current_buffer_used
+            group.cancel_scope.cancel()
+            raise
+        buffered._send = None
+        send.close()  # the drain ends once the queue is empty
+        with anyio.move_on_after(drain_timeout if drain_timeout is not None else math.inf):
+            await drained.wait()
+        if not drained.is_set():
+            buffered.dropped += receive.statistics().current_buffer_used
+            group.cancel_scope.cancel()

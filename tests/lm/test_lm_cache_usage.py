@@ -162,3 +162,18 @@ async def test_provider_cost_is_kept(fake: FakeProvider, openai_lm: HTTPLM, cost
     fake.add(Reply(200, json=body))
     response = await openai_lm.request(HI)
     assert response.usage.cost == cost
+
+
+async def test_imp_configure_cache_is_honoured(fake: FakeProvider, tmp_path: Path) -> None:
+    from imp.settings import context
+
+    fake.add(_plain())
+    async with lm("openai:m", base_url=fake.base_url) as client:
+        with context(cache=tmp_path / "configured.sqlite"):
+            await client.request(HI)
+            hit = await client.request(HI)
+        assert hit.cache_hit
+        with context(cache=False):
+            fake.add(_plain())
+            miss = await client.request(HI)
+        assert not miss.cache_hit and len(fake.requests) == 2

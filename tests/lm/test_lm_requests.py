@@ -192,3 +192,31 @@ async def test_openrouter_error_in_a_200_body(fake: FakeProvider) -> None:
         with pytest.raises(LMError) as info:
             await client.request(HI)
     assert info.value.status == 502 and info.value.message == "Upstream error"
+
+
+def test_dump_rebuilds_without_the_key() -> None:
+    client = lm("openai:qwen3", api_key=SECRET, base_url="http://127.0.0.1:8000/v1", temperature=0.1)
+    data = client.dump()
+    assert data == {"model": "openai:qwen3", "base_url": "http://127.0.0.1:8000/v1", "temperature": 0.1}
+    again = lm(**data)
+    assert again.dump() == data and again.secrets == ()
+
+
+def test_every_fixture_is_exercised() -> None:
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    sources = "".join(p.read_text() for p in here.glob("test_*.py"))
+    fixtures = sorted((here / "fixtures" / "providers").glob("*/*.*"))
+    assert len(fixtures) == 38
+    unused = [f"{p.parent.name}/{p.name}" for p in fixtures if f"{p.parent.name}/{p.name}" not in sources]
+    assert unused == []
+
+
+async def test_n_is_one_or_refused(fake: FakeProvider, openai_lm: HTTPLM) -> None:
+    fake.add(*fixture_replies("llama_cpp/plain.json"))
+    await openai_lm.request(HI, n=1)
+    assert "n" not in fake.requests[0].json
+    with pytest.raises(ValueError, match="n=3"):
+        await openai_lm.request(HI, n=3)
+    assert len(fake.requests) == 1
