@@ -47,6 +47,7 @@ $(BENCH_STAMP): pyproject.toml requirements-bench.lock
 # Benchmarks run in their own environment, beside DSPy and pydantic-ai.
 bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/overhead.py
+	$(BENCH_VENV)/bin/python benchmarks/fanout.py
 
 # Re-pin the lock files from pyproject.toml (needs the registry).
 lock:

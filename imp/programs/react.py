@@ -27,7 +27,7 @@ from imp.runtime.run import current_run, emit
 from imp.runtime.usage import track_usage
 from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
-from imp.tools import Tool, ToolError, ToolEvent, ToolPolicy, run_tool_calls, tool
+from imp.tools import ExecutionCancelled, Tool, ToolError, ToolEvent, ToolPolicy, run_tool_calls, tool
 from imp.tools.policy import validate_policy
 from imp.values import type_name
 
@@ -335,7 +335,14 @@ class ReAct(Program):
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
         turn = self._start(inputs)
         with track_usage() as usage:
-            outputs, reason, cause, finished_by = await self._loop(turn)
+            try:
+                outputs, reason, cause, finished_by = await self._loop(turn)
+            except ExecutionCancelled as exc:
+                exc.history = turn.history
+                raise
+            finally:
+                if turn.pending:  # the call's inputs are kept even when no step recorded them
+                    turn.add({"tool_calls": (), "tool_call_results": ()})
         complete = reason != "incomplete"
         fields = dict(outputs) if outputs is not None else {n: None for n in self.signature.outputs}
         projection = None
@@ -523,6 +530,8 @@ class ReAct(Program):
             )
 
         def project(state: RetryCallState) -> None:
+            if state.outcome is not None and (failed := state.outcome.exception()) is not None:
+                turn.errors.append(_error_text(failed))
             left = remaining()
             turn.projection_retries += 1
             take = len(left) if turn.projection_retries >= MAX_PROJECTION_RETRIES else max(1, math.ceil(len(left) / 2))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from imp.errors import ImpError
 
 if TYPE_CHECKING:
-    from imp.history import ToolOutcome, ToolResult
+    from imp.history import History, ToolOutcome, ToolResult
 
 __all__ = ["ExecutionCancelled", "ToolError"]
 
@@ -42,6 +42,8 @@ class ExecutionCancelled(ImpError):
         self.reason = reason
         self.tool_name = tool_name
         self.results: tuple[ToolResult, ...] = tuple(results)
+        self.history: History | None = None
+        """The turn's history up to the cancel, when a ReAct loop was running."""
         where = f" at {tool_name}" if tool_name else ""
         super().__init__(
             f"the execution was cancelled{where}: {reason}" if reason else f"the execution was cancelled{where}"

@@ -370,7 +370,9 @@ async def test_when_even_the_current_turn_does_not_fit_the_turn_ends_at_once() -
         "context_window_exceeded",
     )
     assert len(lm.requests) == 3  # the first, then one retry per remaining episode
-    assert len(prediction.metadata.history) == 4
+    assert len(prediction.metadata.history) == 5  # nothing lost: the new inputs are recorded too
+    assert prediction.metadata.history[-1]["ticket"] == "new"
+    assert len(prediction.metadata.termination_error) == 3
 
 
 # --- deadlines, concurrency, policy, authorization, events ------------------------------
@@ -450,8 +452,9 @@ async def test_authorize_deny_cancel_and_submit_never_asked() -> None:
     assert prediction.metadata.termination_reason == "submit"
 
     lm = script([{"tool_calls": [{"name": "page", "arguments": {"name": "Maya"}}]}])
-    with pytest.raises(imp.ExecutionCancelled):
+    with pytest.raises(imp.ExecutionCancelled) as info:
         await imp.call(imp.react(escalation, [page], lm=lm), ticket="t", authorize=lambda r: imp.Cancel("stop"))
+    assert info.value.history is not None and info.value.history[0]["ticket"] == "t"
 
 
 async def test_events_are_ordered_and_bracketed() -> None:
