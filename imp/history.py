@@ -10,7 +10,7 @@ from typing import Any, Literal, overload
 
 from imp._redact import redact
 
-__all__ = ["History", "ToolCall", "ToolOutcome", "ToolResult"]
+__all__ = ["History", "ToolCall", "ToolOutcome", "ToolResult", "format_tool_result"]
 
 ToolOutcome = Literal["result", "refused", "auth_refused", "not_sent", "unknown"]
 """How a tool call ended: it ran, it was refused before running, authorization refused it,
@@ -78,6 +78,17 @@ class ToolResult:
             outcome=outcome,
             error=data.get("error"),
         )
+
+
+def format_tool_result(result: ToolResult) -> str:
+    """What the model reads for one tool call: the value as prompt text, or "Error: " and a sentence."""
+    if result.error is not None:
+        return f"Error: {result.error}"
+    if result.outcome != "result":
+        return f"Error: {result.name} did not return a result ({result.outcome})."
+    from imp.values import render_value
+
+    return render_value(result.result)
 
 
 Turn = Mapping[str, Any]

@@ -1,6 +1,6 @@
 """Adapters: message assembly shared by every dialect, then one module per dialect."""
 
-from imp.adapters.base import FORMAT_OPTIONS, Adapter, FormatOptions, format_tool_result
+from imp.adapters.base import FORMAT_OPTIONS, Adapter, FormatOptions
 from imp.adapters.chat import ChatAdapter
 from imp.adapters.json import JSONAdapter
 from imp.adapters.xml import XMLAdapter
@@ -12,5 +12,4 @@ __all__ = [
     "FormatOptions",
     "JSONAdapter",
     "XMLAdapter",
-    "format_tool_result",
 ]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from imp.errors import AdapterParseError
-from imp.history import History, ToolCall, ToolResult
+from imp.history import History, ToolCall, ToolResult, format_tool_result
 from imp.lm.base import Message
 from imp.prediction import Prediction
 from imp.signature import Field, Signature
@@ -23,9 +23,7 @@ __all__ = [
     "FORMAT_OPTIONS",
     "Adapter",
     "FormatOptions",
-    "format_tool_result",
     "message_name",
-    "tool_error_text",
 ]
 
 FORMAT_OPTIONS = frozenset(
@@ -94,18 +92,6 @@ _DEFAULT_OPTIONS = FormatOptions()
 def message_name(value: Any) -> str | None:
     """A participant name is used only when it is a non-empty string."""
     return value if isinstance(value, str) and value else None
-
-
-def tool_error_text(result: ToolResult) -> str:
-    """The sentence a failed call's observation carries, without the `Error: ` prefix."""
-    return result.error or f"{result.name} did not return a result ({result.outcome})."
-
-
-def format_tool_result(result: ToolResult) -> str:
-    """The text the model reads for one tool result."""
-    if not result.ok:
-        return "Error: " + tool_error_text(result)
-    return render_value(result.result)
 
 
 def _arity(fn: Callable[..., Any]) -> int:

@@ -7,20 +7,9 @@ from typing import Any
 
 import pydantic_core
 
-from imp.history import ToolResult
+from imp.history import format_tool_result
 
 __all__ = ["format_tool_result", "format_tool_value"]
-
-
-def format_tool_result(result: ToolResult) -> str:
-    """What the model reads for one tool call on its next step.
-
-    A success is the value (strings as they are, anything else compact JSON in DSPy's
-    `json.dumps` style); a failure is "Error: " and its sentence.
-    """
-    if result.error is not None:
-        return f"Error: {result.error}"
-    return format_tool_value(result.result)
 
 
 def format_tool_value(value: Any) -> str:

@@ -32,7 +32,7 @@ class Point(BaseModel):
         (None, "null"),
         ({"name": "Inès"}, '{"name": "Inès"}'),
         (Point(x=1, y=2), '{"x": 1, "y": 2}'),
-        (Color.RED, '"red"'),
+        (Color.RED, "red"),  # an enum is its value, written as prompt text
     ],
 )
 def test_success_renders_the_value(value: Any, text: str) -> None:
