@@ -40,6 +40,16 @@ from imp.tools import Allow, Cancel, Deny, ExecutionCancelled, Tool, ToolError, 
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    """`imp.mcp` is imported on first use, so the optional `mcp` extra is only needed by who uses it."""
+    if name == "mcp":
+        import importlib
+
+        return importlib.import_module("imp.mcp")
+    raise AttributeError(f"module 'imp' has no attribute {name!r}")
+
+
 __all__ = [
     "ReActTrajectory",
     "react_trajectory",

@@ -1,22 +1,30 @@
-"""The Streamable HTTP transport of `imp.tools.mcp`: the SDK's transport, except that a request
-the server answers with an HTTP error (or that never reaches it) fails that one request with a
-JSON-RPC error imp can classify, instead of ending the whole connection.
+"""The Streamable HTTP transport of `imp.tools.mcp`: the SDK's transport, with two changes.
+
+- A request the server answers with an HTTP error (or that never reaches it) fails that one
+  request with a JSON-RPC error imp can classify, instead of ending the whole connection.
+- Each request's task is bound to its own message. The SDK 1.x `post_writer` starts a task per
+  request with a closure over the loop variable `ctx`; when the task starts after the loop has
+  taken the next message (as under trio), it posts that one instead, and a response is lost.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import anyio
 import httpx
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.streamable_http import RequestContext, StreamableHTTPTransport
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp.types import ErrorData, JSONRPCError, JSONRPCMessage, JSONRPCRequest
 
 __all__ = ["HTTP_STATUS_ERROR", "HTTP_UNREACHABLE", "http_streams"]
+
+_logger = logging.getLogger("imp.mcp")
 
 HTTP_STATUS_ERROR = -32901
 """The JSON-RPC code of a request the server answered with an HTTP error; `data` holds `status`."""
@@ -29,6 +37,42 @@ HTTP_BROKEN = -32903
 
 
 class _Transport(StreamableHTTPTransport):
+    async def post_writer(
+        self,
+        client: httpx.AsyncClient,
+        write_stream_reader: MemoryObjectReceiveStream[SessionMessage],
+        read_stream_writer: MemoryObjectSendStream[SessionMessage | Exception],
+        write_stream: MemoryObjectSendStream[SessionMessage],
+        start_get_stream: Callable[[], None],
+        tg: TaskGroup,
+    ) -> None:
+        try:
+            async with write_stream_reader:
+                async for session_message in write_stream_reader:
+                    message = session_message.message
+                    metadata = session_message.metadata
+                    metadata = metadata if isinstance(metadata, ClientMessageMetadata) else None
+                    if self._is_initialized_notification(message):
+                        start_get_stream()
+                    ctx = RequestContext(
+                        client=client,
+                        session_id=self.session_id,
+                        session_message=session_message,
+                        metadata=metadata,
+                        read_stream_writer=read_stream_writer,
+                    )
+                    handle = self._handle_resumption_request if metadata and metadata.resumption_token else None
+                    handle = handle or self._handle_post_request
+                    if isinstance(message.root, JSONRPCRequest):
+                        tg.start_soon(handle, ctx)  # the task holds its own ctx
+                    else:
+                        await handle(ctx)
+        except Exception:
+            _logger.exception("the MCP HTTP writer failed")
+        finally:
+            await read_stream_writer.aclose()
+            await write_stream.aclose()
+
     async def _handle_post_request(self, ctx: RequestContext) -> None:
         root = ctx.session_message.message.root
         request_id = root.id if isinstance(root, JSONRPCRequest) else None

@@ -92,21 +92,32 @@ def _block_text(block: types.ContentBlock, images: list[MCPImage]) -> str:
     return f"[resource: {resource.uri}, {resource.mimeType or 'binary'}]"
 
 
-def _same_json(text: str, value: Mapping[str, Any]) -> bool:
+def _says(text: str, value: Any) -> bool:
+    if isinstance(value, str) and text.strip() == value.strip():
+        return True
     try:
         return bool(json.loads(text) == value)
     except ValueError:
         return False
 
 
+def _said(texts: list[str], structured: Mapping[str, Any]) -> bool:
+    """Whether a text block already says the structured content: as JSON, or (for a one-key
+    wrapper such as FastMCP's `{"result": value}`) as the value itself."""
+    values: list[Any] = [structured]
+    if len(structured) == 1:
+        values.append(next(iter(structured.values())))
+    return any(_says(text, value) for text in texts for value in values)
+
+
 def render_result(result: types.CallToolResult) -> MCPResult:
     """The result as the model reads it: each block's text on its own line, then the structured
-    content as JSON unless a text block already says the same."""
+    content as JSON unless a text block already says the same (`_said`)."""
     images: list[MCPImage] = []
     parts = [_block_text(block, images) for block in result.content]
     texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
     structured = result.structuredContent
-    if structured is not None and not any(_same_json(text, structured) for text in texts):
+    if structured is not None and not _said(texts, structured):
         parts.append(json.dumps(structured, ensure_ascii=False))
     content = tuple(block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content)
     return MCPResult(

@@ -145,10 +145,10 @@ def _parse(index: int, raw: object) -> ServerSpec:
         cwd = raw.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
             raise InvalidMCPServer(index, "`cwd` is a string")
+        env = _strings(index, raw.get("env"), "env")
         return ServerSpec(
-            index, name, "stdio", raw, command=command, args=tuple(args), env=_strings(index, raw.get("env"), "env"),
-            cwd=cwd, tool_prefix=prefix,
-        )  # fmt: skip
+            index, name, "stdio", raw, command=command, args=tuple(args), env=env, cwd=cwd, tool_prefix=prefix
+        )
     url = raw.get("url")
     if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
         raise InvalidMCPServer(index, "an http server needs a `url` (http:// or https://)")

@@ -160,6 +160,7 @@ async def stdio_streams(
     if on_start is not None:
         on_start(pgid)
     stderr = StderrTail()
+    stderr_done = anyio.Event()
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -167,34 +168,49 @@ async def stdio_streams(
         assert process.stdout is not None
         buffer = b""
         try:
-            async with read_writer:
-                async for chunk in process.stdout:
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        if not line.strip():
-                            continue
-                        try:
-                            message = types.JSONRPCMessage.model_validate_json(line)
-                        except Exception as exc:  # a line that is not JSON-RPC (a stray print)
-                            read_writer.send_nowait(exc)
-                            continue
-                        read_writer.send_nowait(SessionMessage(message))
+            async for chunk in process.stdout:
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    try:
+                        message = types.JSONRPCMessage.model_validate_json(line)
+                    except Exception as exc:  # a line that is not JSON-RPC (a stray print)
+                        read_writer.send_nowait(exc)
+                        continue
+                    read_writer.send_nowait(SessionMessage(message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
-            code = process.returncode
+            # Say why before the session sees its stream end, so pending calls can tell.
             with anyio.move_on_after(0.2, shield=True):
-                code = await process.wait()
-            said = stderr.last_line()
-            why = f"it exited with code {code}" if code is not None else "it closed its output"
-            on_exit(f"{why}: {said}" if said else why)
+                await process.wait()
+            await exited()
+            read_writer.close()
+
+    async def exited() -> None:
+        with anyio.move_on_after(0.2, shield=True):
+            await stderr_done.wait()
+        code = process.returncode
+        said = stderr.last_line()
+        why = f"it exited with code {code}" if code is not None else "it closed its output"
+        on_exit(f"{why}: {said}" if said else why)
+
+    async def watch_exit() -> None:
+        # The server may exit while a child of its still holds stdout open.
+        await process.wait()
+        await exited()
 
     async def read_stderr() -> None:
         assert process.stderr is not None
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+        try:
             async for chunk in process.stderr:
                 stderr.add(chunk)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            stderr_done.set()
 
     async def write_stdin() -> None:
         assert process.stdin is not None
@@ -219,6 +235,7 @@ async def stdio_streams(
             tasks.start_soon(read_stdout)
             tasks.start_soon(read_stderr)
             tasks.start_soon(write_stdin)
+            tasks.start_soon(watch_exit)
             try:
                 yield read_stream, write_stream
             finally:

@@ -274,10 +274,8 @@ def _build_tools(
             if name in owners:
                 both = [owners[name], server.name]
                 where = "servers" if both[0] != both[1] else "server"
-                raise MCPToolNameError(
-                    name, both, f"the MCP {where} `{both[0]}` and `{both[1]}` both publish a tool named `{name}`; "
-                    "give one of them a tool_prefix",
-                )  # fmt: skip
+                problem = f"the MCP {where} `{both[0]}` and `{both[1]}` both publish a tool named `{name}`"
+                raise MCPToolNameError(name, both, problem + "; give one of them a tool_prefix")
             if name in RESERVED_TOOL_NAMES or not _NAME.match(name):
                 problem = "is reserved for imp's own tool" if name in RESERVED_TOOL_NAMES else "is not a valid name"
                 raise MCPToolNameError(
@@ -352,6 +350,10 @@ async def connect(
         raise ValueError(f"on_failure is 'refuse' or 'drop', got {on_failure!r}")
     if not isinstance(prefix, bool | Mapping):
         raise TypeError("prefix is True, False or a mapping of server name to prefix")
+    if call_timeout is not None and not call_timeout > 0:
+        raise ValueError("call_timeout is a positive number of seconds or None")
+    if not connect_timeout > 0 or not kill_after >= 0:
+        raise ValueError("connect_timeout is a positive number of seconds, kill_after one >= 0")
     specs = parse_servers(servers)
     await approve(specs, trusted, authorize)
     state = _Import()
