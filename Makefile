@@ -52,9 +52,9 @@ bench: $(BENCH_STAMP)
 # Re-pin the lock files from pyproject.toml (needs the registry).
 lock:
 	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
-	/tmp/imp-lock/bin/pip install --quiet -e '.[test,dev]' && /tmp/imp-lock/bin/pip freeze --exclude-editable | grep -v '^imp' > requirements.lock
+	/tmp/imp-lock/bin/pip install --quiet -e '.[test,dev]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements.lock
 	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
-	/tmp/imp-lock/bin/pip install --quiet -e '.[test,bench]' && /tmp/imp-lock/bin/pip freeze --exclude-editable | grep -v '^imp' > requirements-bench.lock
+	/tmp/imp-lock/bin/pip install --quiet -e '.[test,bench]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-bench.lock
 	rm -rf /tmp/imp-lock
 
 clean:
