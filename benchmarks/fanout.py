@@ -44,8 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Run as a script, this folder is sys.path[0], and its http.py would shadow the standard library's
-# `http` (which DSPy and pydantic-ai import): leave the folder out, and put this checkout's imp first.
+# Put this checkout's imp first, whatever the venv holds (and keep this folder off the path).
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))  # this checkout's imp, whatever the venv holds

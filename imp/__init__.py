@@ -1,5 +1,7 @@
 """imp: an async-first runtime for language-model programs and tool-using agents."""
 
+from typing import TYPE_CHECKING
+
 from imp.adapters import Adapter, ChatAdapter, JSONAdapter, XMLAdapter
 from imp.errors import (
     AdapterParseError,
@@ -10,9 +12,13 @@ from imp.errors import (
     ReActStepError,
     SignatureError,
 )
-from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match, parallel
-from imp.history import History, ToolCall, ToolResult
+from imp.history import History, ToolCall, ToolResult, format_tool_result
 from imp.lm import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
+
+if TYPE_CHECKING:
+    from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match, parallel
+    from imp.saving import ChecksumError, LoadError, SaveError, load, save
+
 from imp.lm._factory import lm
 from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs import (
@@ -31,9 +37,9 @@ from imp.programs import (
     react_trajectory,
 )
 from imp.runtime.deadline import deadline
-from imp.runtime.run import Event
+from imp.runtime.logging import configure_logging, reset_logging
+from imp.runtime.run import Event, buffered_sink
 from imp.runtime.trace import inspect_history
-from imp.saving import ChecksumError, LoadError, SaveError, load, save
 from imp.settings import Settings, configure, context, settings
 from imp.signature import Field, InputField, OutputField, Signature, signature
 from imp.tools import Allow, Cancel, Deny, ExecutionCancelled, Tool, ToolError, tool
@@ -41,16 +47,41 @@ from imp.tools import Allow, Cancel, Deny, ExecutionCancelled, Tool, ToolError, 
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> object:
-    """`imp.mcp` is imported on first use, so the optional `mcp` extra is only needed by who uses it."""
-    if name == "mcp":
-        import importlib
+_LAZY = {
+    "EvaluationError": "imp.evaluation",
+    "EvaluationReport": "imp.evaluation",
+    "Score": "imp.evaluation",
+    "evaluate": "imp.evaluation",
+    "exact_match": "imp.evaluation",
+    "parallel": "imp.evaluation",
+    "ChecksumError": "imp.saving",
+    "LoadError": "imp.saving",
+    "SaveError": "imp.saving",
+    "load": "imp.saving",
+    "save": "imp.saving",
+}
 
+
+def __getattr__(name: str) -> object:
+    """Evaluation, saving and `imp.mcp` load on first use: `import imp` stays light, and the optional
+    `mcp` extra is only needed by who uses it."""
+    import importlib
+
+    if name == "mcp":
         return importlib.import_module("imp.mcp")
-    raise AttributeError(f"module 'imp' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'imp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [
+    "buffered_sink",
+    "reset_logging",
+    "configure_logging",
+    "format_tool_result",
     "ReActTrajectory",
     "react_trajectory",
     "lm",

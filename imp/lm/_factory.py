@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from imp.lm._http import HTTPLM
+if TYPE_CHECKING:
+    from imp.lm._http import HTTPLM
 
 __all__ = ["PROVIDERS", "lm"]
 

@@ -11,9 +11,9 @@ __all__ = ["log_cache_failure", "log_retry"]
 
 
 def _logger() -> Any:
-    import structlog
+    from imp.runtime.logging import get_logger
 
-    return structlog.get_logger("imp")
+    return get_logger()
 
 
 def log_retry(model_key: str, attempt: int, error: LMError, wait: float) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
 import re
 import time
@@ -82,9 +81,9 @@ def parse_retry_after(headers: Mapping[str, str] | None, error: Mapping[str, Any
             try:
                 return max(0.0, float(value))
             except ValueError:
-                parsed = email.utils.parsedate_to_datetime(value) if _looks_like_date(value) else None
-                if parsed is not None:
-                    return max(0.0, parsed.timestamp() - time.time())
+                when = _http_date(value)
+                if when is not None:
+                    return max(0.0, when - time.time())
     if error:
         for detail in error.get("details") or ():
             if isinstance(detail, Mapping) and isinstance(detail.get("retryDelay"), str):
@@ -100,11 +99,14 @@ def parse_retry_after(headers: Mapping[str, str] | None, error: Mapping[str, Any
     return None
 
 
-def _looks_like_date(value: str) -> bool:
+def _http_date(value: str) -> float | None:
+    """An HTTP date as a Unix time, or None (email.utils is imported only when a date is seen)."""
+    import email.utils
+
     try:
-        return email.utils.parsedate_to_datetime(value) is not None
+        return email.utils.parsedate_to_datetime(value).timestamp()
     except (TypeError, ValueError, IndexError):
-        return False
+        return None
 
 
 def _duration(text: str) -> float | None:

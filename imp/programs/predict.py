@@ -74,21 +74,24 @@ async def request(lm: LM, messages: list[Message], options: Mapping[str, Any], *
     reported as `model_request` then `model_response` (model, usage, duration) or `model_error`
     events with `event`'s fields added, unless the program announced the request itself."""
     run = current_run()
-    if run is not None and (run.on_event is None or run.model_request_announced):
-        run = None
-    if run is not None:
-        run.deliver("model_request", {"model": f"{lm.provider}:{lm.model}", "messages": len(messages), **event})
+    if run is None or run.on_event is None or run.model_request_announced:
+        try:
+            response = await lm.request(messages, **options)
+        except LMError as exc:
+            record_exchange(lm.model, messages, options, None, str(exc))
+            raise
+        record_exchange(lm.model, messages, options, response)
+        return response
+    run.deliver("model_request", {"model": f"{lm.provider}:{lm.model}", "messages": len(messages), **event})
     started = time.perf_counter()
     try:
         response = await lm.request(messages, **options)
     except LMError as exc:
-        record_exchange(lm.model, messages, dict(options), None, str(exc))
-        if run is not None:
-            run.deliver("model_error", model_error_fields(lm, exc, time.perf_counter() - started) | event)
+        record_exchange(lm.model, messages, options, None, str(exc))
+        run.deliver("model_error", model_error_fields(lm, exc, time.perf_counter() - started) | event)
         raise
-    record_exchange(lm.model, messages, dict(options), response)
-    if run is not None:
-        run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | event)
+    record_exchange(lm.model, messages, options, response)
+    run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | event)
     return response
 
 

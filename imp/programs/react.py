@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 import anyio
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_none
 
 from imp._redact import redact
 from imp.adapters.base import Adapter, FormatOptions
@@ -516,6 +515,8 @@ class ReAct(Program):
         thought_as_user: bool = False,
     ) -> LMResponse:
         """One step request, retried with older episodes left out while the context window is full."""
+        from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_none
+
         boundaries = replay.episode_boundaries(turn.base, list(self.signature.outputs))
 
         def remaining() -> list[int]:

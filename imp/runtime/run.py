@@ -12,15 +12,16 @@ hands events to a background task through a bounded queue and drops (and counts)
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import itertools
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -47,6 +48,8 @@ MAX_EVENT_BYTES = 16 * 1024
 lists and mappings trimmed, and `truncated: True` plus `original_size` (bytes) added."""
 
 _STRING_KEEP = 1024
+_RESERVED = frozenset({"event", "level", "logger", "timestamp", "call_id", "parent_id", "seq", "at"})
+"""Payload keys that would collide with a log line's own keys: logged as `payload_<key>`."""
 _ITEMS_KEEP = 32
 _ids = itertools.count(1)
 
@@ -108,8 +111,12 @@ def bound_payload(payload: dict[str, Any], limit: int = MAX_EVENT_BYTES) -> dict
     """The payload itself when it serializes to at most `limit` bytes, else a cut copy that says so."""
     try:
         size = _size(payload)
-    except (TypeError, ValueError):  # a circular structure: keep only its shape
-        return {"truncated": True, "original_size": None, "preview": repr(payload)[:_STRING_KEEP]}
+    except Exception:  # a circular structure, or a value whose str() raises: keep a preview
+        try:
+            preview = repr(payload)[:_STRING_KEEP]
+        except Exception:
+            preview = f"<{type(payload).__name__} that cannot be shown>"
+        return {"truncated": True, "original_size": None, "preview": preview}
     if size <= limit:
         return payload
     cut = _shrink(payload)
@@ -130,7 +137,16 @@ class Run:
     _seq: int = 0
     _sink_failed: bool = False
     _announced: int = 0
-    children: list[str] = field(default_factory=list)
+    _token: Token[Run | None] | None = None
+
+    def __enter__(self) -> Run:
+        self._token = _current.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
 
     @property
     def model_request_announced(self) -> bool:
@@ -168,12 +184,11 @@ class Run:
                         result.close()
                     self._report(kind, "on_event returned an awaitable; wrap an async sink in buffered_sink()")
         if logged:
-            fields = {
-                ("event_" if k in ("event", "level", "logger", "timestamp") else k): v for k, v in event.payload.items()
-            }
-            get_logger().log(
-                level, kind, call_id=self.call_id, parent_id=self.parent_id, seq=event.seq, at=event.at, **fields
-            )
+            fields = {(f"payload_{k}" if k in _RESERVED else str(k)): v for k, v in event.payload.items()}
+            with contextlib.suppress(Exception):  # a broken log pipeline must not break the program either
+                get_logger().log(
+                    level, kind, call_id=self.call_id, parent_id=self.parent_id, seq=event.seq, at=event.at, **fields
+                )
 
     def _report(self, kind: str, error: str) -> None:
         if not self._sink_failed:
@@ -196,28 +211,26 @@ def emit(kind: str, **payload: Any) -> None:
         run.emit(kind, **payload)
 
 
-@contextmanager
-def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> Iterator[Run]:
-    """Open a run for one call; a nested call inherits its parent's sink and authorizer.
+def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> Run:
+    """Open a run for one call (`with run_scope(...) as run:`); a nested call inherits its parent's
+    sink and authorizer.
 
     A run with no sink of its own or inherited still produces events while the `imp` logger is
-    on (they are only logged); otherwise it builds none.
+    on (they are only logged); otherwise it builds none. (The `Run` is its own context manager:
+    this is entered once per `imp.call`, so it allocates as little as it can.)
     """
     parent = _current.get()
-    sink = on_event if on_event is not None else (parent.on_event if parent else None)
+    if parent is None:
+        sink = on_event
+        parent_id = None
+    else:
+        sink = on_event if on_event is not None else parent.on_event
+        parent_id = parent.call_id
+        if authorize is None:
+            authorize = parent.authorize
     if sink is None and logs_enabled():
         sink = _log_only
-    run = Run(
-        call_id=f"call-{next(_ids)}",
-        parent_id=parent.call_id if parent else None,
-        on_event=sink,
-        authorize=authorize if authorize is not None else (parent.authorize if parent else None),
-    )
-    token = _current.set(run)
-    try:
-        yield run
-    finally:
-        _current.reset(token)
+    return Run(f"call-{next(_ids)}", parent_id, sink, authorize)
 
 
 AsyncOrSyncSink = Callable[[Event], object | Awaitable[object]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -27,23 +27,31 @@ class Exchange:
     error: str | None = None
 
 
-_RECENT: deque[Exchange] = deque(maxlen=200)
+_RECENT: deque[tuple[float, str, Sequence[Message], Mapping[str, Any], LMResponse | None, str | None]] = deque(
+    maxlen=200
+)
+# Raw tuples: recording is on every LM request's path, reading (inspect_history) is rare.
 
 
 def record_exchange(
     model: str,
     messages: Sequence[Message],
-    options: dict[str, Any],
+    options: Mapping[str, Any],
     response: LMResponse | None,
     error: str | None = None,
 ) -> None:
-    """Keep one exchange (the oldest drop out past 200)."""
-    _RECENT.append(Exchange(time.time(), model, messages, options, response, error))
+    """Keep one exchange (the oldest drop out past 200). `options` is kept as given, not copied."""
+    _RECENT.append((time.time(), model, messages, options, response, error))
 
 
 def recent_exchanges(n: int = 1) -> list[Exchange]:
     """The last n exchanges, oldest first."""
-    return list(_RECENT)[-n:] if n > 0 else []
+    if n <= 0:
+        return []
+    return [
+        Exchange(at, model, messages, dict(options), response, error)
+        for at, model, messages, options, response, error in list(_RECENT)[-n:]
+    ]
 
 
 def _content(message: Message) -> str:

@@ -3,40 +3,58 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 from imp.lm.base import Usage
 
 __all__ = ["UsageAccumulator", "record_usage", "track_usage"]
 
+_NO_USAGE = Usage()  # frozen: one shared instance for "nothing recorded"
+
+
+_LOCK = threading.Lock()
+"""One lock for every accumulator: adding is a few dict operations, and a lock per accumulator
+would be one more object per predict call."""
+
 
 class UsageAccumulator:
     """Sums usage per model (`"provider:model"`) for everything run inside its `track_usage` block."""
 
-    __slots__ = ("_by_model", "_lock")
+    __slots__ = ("_by_model", "_token")
 
     def __init__(self) -> None:
         self._by_model: dict[str, Usage] = {}
-        self._lock = threading.Lock()
+        self._token: Token[tuple[UsageAccumulator, ...]] | None = None
+
+    def __enter__(self) -> UsageAccumulator:
+        self._token = _accumulators.set((*_accumulators.get(), self))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _accumulators.reset(self._token)
+            self._token = None
 
     def add(self, model: str, usage: Usage) -> None:
         """Add one call's usage under its model's key."""
-        with self._lock:
-            self._by_model[model] = self._by_model.get(model, Usage()) + usage
+        with _LOCK:
+            self._by_model[model] = self._by_model.get(model, _NO_USAGE) + usage
 
     @property
     def by_model(self) -> dict[str, Usage]:
         """Usage per model key."""
-        with self._lock:
+        with _LOCK:
             return dict(self._by_model)
 
     @property
     def total(self) -> Usage:
         """Usage summed over every model."""
-        total = Usage()
-        for usage in self.by_model.values():
+        with _LOCK:
+            usages = tuple(self._by_model.values())
+        if len(usages) <= 1:
+            return usages[0] if usages else _NO_USAGE
+        total = _NO_USAGE
+        for usage in usages:
             total = total + usage
         return total
 
@@ -50,12 +68,7 @@ def record_usage(model: str, usage: Usage) -> None:
         accumulator.add(model, usage)
 
 
-@contextmanager
-def track_usage() -> Iterator[UsageAccumulator]:
-    """Open an accumulator for the work inside the block; tasks started inside inherit it."""
-    accumulator = UsageAccumulator()
-    token = _accumulators.set((*_accumulators.get(), accumulator))
-    try:
-        yield accumulator
-    finally:
-        _accumulators.reset(token)
+def track_usage() -> UsageAccumulator:
+    """Open an accumulator for the work inside `with track_usage() as usage:`; tasks started inside
+    inherit it, so a parent sees the usage of its concurrent children."""
+    return UsageAccumulator()

@@ -18,10 +18,10 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pydantic
-import structlog
 from anyio.lowlevel import RunVar
 
 from imp.history import ToolCall, ToolOutcome, ToolResult
+from imp.runtime.logging import get_logger
 from imp.tools.authorization import (
     DEFAULT_AUTHORIZE_TIMEOUT,
     AuthorizationRequest,
@@ -41,7 +41,6 @@ __all__ = ["DEFAULT_TOOL_THREADS", "run_tool_calls", "tool_thread_limiter"]
 DEFAULT_TOOL_THREADS = 32
 """How many sync tools may run in worker threads at once, per event loop, by default."""
 
-_logger = structlog.get_logger("imp")
 _thread_limiter: RunVar[anyio.CapacityLimiter] = RunVar("imp_tool_thread_limiter")
 
 
@@ -186,7 +185,7 @@ class _Step:
         try:
             self.on_event(event)
         except Exception as exc:  # an observer never steers the step
-            _logger.warning("imp.tools.on_event_failed", kind=event.kind, error=str(exc) or type(exc).__name__)
+            get_logger().warning("imp.tools.on_event_failed", kind=event.kind, error=str(exc) or type(exc).__name__)
 
     def emit_call(self, slot: _Slot) -> None:
         slot.received = time.monotonic()

@@ -6,13 +6,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from fake_provider import FakeProvider
+from lm_constants import FAST_RETRIES, SECRET
 
 from imp.lm import lm
 from imp.lm._http import HTTPLM
-from imp.lm.retry import RetryPolicy
-
-FAST_RETRIES = RetryPolicy(max_retries=2, initial_backoff=0.001, max_backoff=0.005, jitter=0.0)
-SECRET = "sk-test-abcdefghijklmnopqrstuvwx0123456789"
 
 
 @pytest.fixture

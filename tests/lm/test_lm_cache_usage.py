@@ -6,8 +6,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import FAST_RETRIES, SECRET
 from fake_provider import FakeProvider, Reply, fixture_replies
+from lm_constants import FAST_RETRIES, SECRET
 
 from imp.lm import lm
 from imp.lm._http import HTTPLM

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from contextlib import aclosing
 
 import anyio
 import pytest
-from conftest import FAST_RETRIES, SECRET
 from fake_provider import FakeProvider, Reply, fixture_replies
+from lm_constants import FAST_RETRIES, SECRET
 
 from imp.errors import DeadlineExceeded, LMError
 from imp.lm import lm
@@ -160,13 +161,12 @@ async def test_max_retries_per_lm_and_per_call(fake: FakeProvider) -> None:
         assert info.value.attempts == 2
 
 
-async def test_each_attempt_is_logged(fake: FakeProvider, openai_lm: HTTPLM) -> None:
-    import structlog.testing
-
+async def test_each_attempt_is_logged(fake: FakeProvider, openai_lm: HTTPLM, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="imp")
     fake.add(Reply(500, json={"error": {"message": "boom"}}), Reply(503, json={"error": {"message": "busy"}}), _ok())
-    with structlog.testing.capture_logs() as logs:
-        await openai_lm.request(HI)
-    retries = [entry for entry in logs if entry["event"] == "lm_retry"]
+    await openai_lm.request(HI)
+    entries = [r.msg for r in caplog.records if isinstance(r.msg, dict)]
+    retries = [entry for entry in entries if entry.get("event") == "lm_retry"]
     assert [(r["attempt"], r["status"]) for r in retries] == [(1, 500), (2, 503)]
     assert all(r["model"] == "openai:gpt-4o" for r in retries)
 

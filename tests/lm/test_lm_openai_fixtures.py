@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from conftest import SECRET
 from fake_provider import FakeProvider
+from lm_constants import SECRET
 
 from imp.errors import LMError
 from imp.lm import lm
@@ -202,7 +202,7 @@ async def test_invalid_response_body_is_an_error(fake: FakeProvider, openai_lm: 
 
 
 async def test_openrouter_429s_retried_then_raised(fake: FakeProvider) -> None:
-    from conftest import FAST_RETRIES
+    from lm_constants import FAST_RETRIES
 
     fake.add_fixture("openrouter/error_429_rate_limited.json")
     client = lm(

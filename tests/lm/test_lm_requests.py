@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SECRET
 from fake_provider import FakeProvider, fixture_replies
+from lm_constants import SECRET
 
 from imp.lm import AnthropicLM, OpenAILM, OpenRouterLM, lm
 from imp.lm._http import HTTPLM
@@ -220,3 +220,16 @@ async def test_n_is_one_or_refused(fake: FakeProvider, openai_lm: HTTPLM) -> Non
     with pytest.raises(ValueError, match="n=3"):
         await openai_lm.request(HI, n=3)
     assert len(fake.requests) == 1
+
+
+async def test_own_http_client_is_used_and_left_open(fake: FakeProvider) -> None:
+    import httpx
+
+    async with httpx.AsyncClient() as own:
+        fake.add(*fixture_replies("llama_cpp/plain.json"), *fixture_replies("llama_cpp/plain.json"))
+        client = lm("openai:m", base_url=fake.base_url, http_client=own)
+        assert (await client.request(HI)).text
+        await client.aclose()
+        assert not own.is_closed
+        response = await own.post(f"{fake.base_url}/chat/completions", json={})
+        assert response.status_code == 200

@@ -5,9 +5,9 @@ A fake server in its own process answers every `POST /v1/chat/completions` after
 chat completion. Each runner sends the same 2,000 requests at concurrency 100 and at 10; the table
 gives requests per second, p50/p99 latency and the client's CPU per request.
 
-    .venv-bench/bin/python benchmarks/http.py              # everything (make bench installs the venv)
-    .venv-bench/bin/python benchmarks/http.py -n 500       # fewer requests
-    .venv-bench/bin/python benchmarks/http.py --only imp   # runners whose name contains "imp"
+    .venv-bench/bin/python benchmarks/http_clients.py              # everything (make bench installs the venv)
+    .venv-bench/bin/python benchmarks/http_clients.py -n 500       # fewer requests
+    .venv-bench/bin/python benchmarks/http_clients.py --only imp   # runners whose name contains "imp"
 
 Runners: raw httpx and raw httpx2 (the same JSON posted by hand: the limit), imp on httpx and imp on
 httpx2 (`IMP_HTTP_BACKEND`), DSPy 3.3 `dspy.LM(...).acall` (litellm, cache off, no retries) and
@@ -134,9 +134,9 @@ async def _raw(lib_name: str, base: str) -> tuple[Send, Callable[[], Awaitable[N
 
 async def _imp(backend: str, base: str) -> tuple[Send, Callable[[], Awaitable[None]]]:
     os.environ["IMP_HTTP_BACKEND"] = backend
-    import imp.lm
+    from imp.lm import lm as make_lm
 
-    lm = imp.lm.lm("openai:bench-model", api_key="bench", base_url=base, max_retries=0)
+    lm = make_lm("openai:bench-model", api_key="bench", base_url=base, max_retries=0)
     os.environ.pop("IMP_HTTP_BACKEND")
 
     async def send() -> Any:
