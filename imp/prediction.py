@@ -51,11 +51,59 @@ class PredictionMetadata:
 _METADATA_KEYS = frozenset(f.name for f in fields(PredictionMetadata)) - {"extra"}
 
 
-class Prediction:
+class _Fields:
+    """Read-only access to a mapping of fields, as attributes and as items."""
+
+    __slots__ = ("_fields",)
+    _fields: dict[str, Any]
+    _noun: str = "value"
+
+    def __getattr__(self, name: str) -> Any:
+        fields_ = object.__getattribute__(self, "_fields")
+        try:
+            return fields_[name]
+        except KeyError:
+            known = ", ".join(fields_) or "none"
+            raise AttributeError(f"this {self._noun} has no field {name!r} (fields: {known})") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} values are immutable")
+
+    def __getitem__(self, name: str) -> Any:
+        return self._fields[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._fields
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The field's value, or `default`."""
+        return self._fields.get(name, default)
+
+    def keys(self) -> list[str]:
+        """The field names."""
+        return list(self._fields)
+
+    def items(self) -> list[tuple[str, Any]]:
+        """The fields as pairs."""
+        return list(self._fields.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _body(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self._fields.items())
+
+
+class Prediction(_Fields):
     """A program's output fields (as attributes and items) and its metadata."""
 
-    __slots__ = ("_complete", "_fields", "_metadata")
-    _fields: dict[str, Any]
+    __slots__ = ("_complete", "_metadata")
+    _noun = "prediction"
     _metadata: PredictionMetadata
     _complete: bool
 
@@ -85,59 +133,24 @@ class Prediction:
         """False exactly when the turn has no answer."""
         return self._complete
 
-    def __getattr__(self, name: str) -> Any:
-        fields_ = object.__getattribute__(self, "_fields")
-        try:
-            return fields_[name]
-        except KeyError:
-            known = ", ".join(fields_) or "none"
-            raise AttributeError(f"this prediction has no field {name!r} (fields: {known})") from None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("a Prediction is immutable")
-
-    def __getitem__(self, name: str) -> Any:
-        return self._fields[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._fields
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._fields)
-
-    def __len__(self) -> int:
-        return len(self._fields)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """The field's value, or `default`."""
-        return self._fields.get(name, default)
-
-    def keys(self) -> list[str]:
-        """The output field names."""
-        return list(self._fields)
-
-    def items(self) -> list[tuple[str, Any]]:
-        """The output fields as pairs."""
-        return list(self._fields.items())
-
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Prediction):
             return self._fields == other._fields and self._complete == other._complete
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_prediction, (self._fields, self._metadata, self._complete))
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{k}={v!r}" for k, v in self._fields.items())
         tail = "" if self._complete else ", complete=False"
-        return f"Prediction({body}{tail})"
+        return f"Prediction({self._body()}{tail})"
 
 
-class Example:
+class Example(_Fields):
     """A data point: fields, and which of them are the inputs (`with_inputs`)."""
 
-    __slots__ = ("_fields", "_input_keys")
-    _fields: dict[str, Any]
+    __slots__ = ("_input_keys",)
+    _noun = "example"
     _input_keys: tuple[str, ...] | None
 
     def __init__(self, base: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
@@ -171,47 +184,24 @@ class Example:
         """Every field."""
         return dict(self._fields)
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return object.__getattribute__(self, "_fields")[name]
-        except KeyError:
-            raise AttributeError(f"this example has no field {name!r}") from None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("an Example is immutable")
-
-    def __getitem__(self, name: str) -> Any:
-        return self._fields[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._fields
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._fields)
-
-    def __len__(self) -> int:
-        return len(self._fields)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """The field's value, or `default`."""
-        return self._fields.get(name, default)
-
-    def keys(self) -> list[str]:
-        """The field names."""
-        return list(self._fields)
-
-    def items(self) -> list[tuple[str, Any]]:
-        """The fields as pairs."""
-        return list(self._fields.items())
-
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Example):
             return self._fields == other._fields and self._input_keys == other._input_keys
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_example, (self._fields, self._input_keys))
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{k}={v!r}" for k, v in self._fields.items())
+        body = self._body()
         marks = f", inputs={list(self._input_keys)}" if self._input_keys is not None else ""
         return f"Example({body}{marks})"
+
+
+def _prediction(fields: dict[str, Any], metadata: PredictionMetadata, complete: bool) -> Prediction:
+    return Prediction(fields, metadata, complete=complete)
+
+
+def _example(fields: dict[str, Any], input_keys: tuple[str, ...] | None) -> Example:
+    example = Example(fields)
+    return example.with_inputs(*input_keys) if input_keys is not None else example

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypedDict, Union, Unpack
 
 from imp._typeparse import parse_type, type_to_text
 from imp.errors import SignatureError
@@ -155,71 +155,39 @@ class _FieldSpec:
     constraints: dict[str, Any]
 
 
-def _spec(kind: FieldKind, desc: str, default: Any, constraints: dict[str, Any]) -> Any:
-    given = {k: v for k, v in constraints.items() if v is not None}
-    return _FieldSpec(kind, desc, default, given)
+class FieldOptions(TypedDict, total=False):
+    """What `InputField` and `OutputField` take: a description, a default, and constraints."""
+
+    desc: str
+    default: Any
+    gt: float
+    ge: float
+    lt: float
+    le: float
+    multiple_of: float
+    min_length: int
+    max_length: int
+    pattern: str
 
 
-def InputField(
-    *,
-    desc: str = "",
-    default: Any = MISSING,
-    gt: float | None = None,
-    ge: float | None = None,
-    lt: float | None = None,
-    le: float | None = None,
-    multiple_of: float | None = None,
-    min_length: int | None = None,
-    max_length: int | None = None,
-    pattern: str | None = None,
-) -> Any:
-    """Declare an input field in a class-form signature."""
-    return _spec(
-        "input",
-        desc,
-        default,
-        dict(
-            gt=gt,
-            ge=ge,
-            lt=lt,
-            le=le,
-            multiple_of=multiple_of,
-            min_length=min_length,
-            max_length=max_length,
-            pattern=pattern,
-        ),
-    )
+def _spec(kind: FieldKind, options: FieldOptions) -> Any:
+    values = dict(options)
+    unknown = set(values) - set(FieldOptions.__annotations__)
+    if unknown:
+        raise TypeError(f"unknown field option(s) {sorted(unknown)}; known: {sorted(FieldOptions.__annotations__)}")
+    desc = str(values.pop("desc", ""))
+    default = values.pop("default", MISSING)
+    return _FieldSpec(kind, desc, default, {k: v for k, v in values.items() if v is not None})
 
 
-def OutputField(
-    *,
-    desc: str = "",
-    default: Any = MISSING,
-    gt: float | None = None,
-    ge: float | None = None,
-    lt: float | None = None,
-    le: float | None = None,
-    multiple_of: float | None = None,
-    min_length: int | None = None,
-    max_length: int | None = None,
-    pattern: str | None = None,
-) -> Any:
-    """Declare an output field in a class-form signature."""
-    return _spec(
-        "output",
-        desc,
-        default,
-        dict(
-            gt=gt,
-            ge=ge,
-            lt=lt,
-            le=le,
-            multiple_of=multiple_of,
-            min_length=min_length,
-            max_length=max_length,
-            pattern=pattern,
-        ),
-    )
+def InputField(**options: Unpack[FieldOptions]) -> Any:
+    """Declare an input field in a class-form signature (`desc`, `default`, constraints)."""
+    return _spec("input", options)
+
+
+def OutputField(**options: Unpack[FieldOptions]) -> Any:
+    """Declare an output field in a class-form signature (`desc`, `default`, constraints)."""
+    return _spec("output", options)
 
 
 class _SignatureMeta(type):

@@ -92,3 +92,15 @@ async def test_scripted_lm_runs_out_with_a_clear_error() -> None:
         await lm.request([])
     seed_style = imp.ScriptedLM([], exhausted={"tool_calls": []})
     assert (await seed_style.request([])).tool_calls == ()
+
+
+def test_predictions_and_examples_survive_pickle_and_copy() -> None:
+    import copy
+    import pickle
+
+    pred = imp.Prediction({"team": "atlas"}, imp.PredictionMetadata(termination_reason="submit"), complete=False)
+    again = pickle.loads(pickle.dumps(pred))
+    assert again == pred and again.metadata.termination_reason == "submit" and not again.complete
+    assert copy.copy(pred) == pred
+    ex = imp.Example(q="2+2?", a="4").with_inputs("q")
+    assert pickle.loads(pickle.dumps(ex)) == ex and copy.deepcopy(ex).inputs() == {"q": "2+2?"}

@@ -259,15 +259,19 @@ class Adapter(abc.ABC):
                     messages.append({"role": "user", "content": note})
         return messages
 
+    def _turn_request(self, signature: Signature, turn: Mapping[str, Any], opts: FormatOptions) -> list[Message]:
+        """A history turn's inputs as its user message (named by `user_name`), or nothing if it has none."""
+        content = self.user_content(signature, turn, opts)
+        if not content:
+            return []
+        user: Message = {"role": "user", "content": content}
+        if "user_name" not in signature.fields and (name := message_name(turn.get("user_name"))):
+            user["name"] = name
+        return [user]
+
     def format_field_turn(self, signature: Signature, turn: Mapping[str, Any], opts: FormatOptions) -> list[Message]:
         """A signature-shaped turn: its inputs as a user message, its outputs as the assistant's."""
-        messages: list[Message] = []
-        content = self.user_content(signature, turn, opts)
-        if content:
-            user: Message = {"role": "user", "content": content}
-            if "user_name" not in signature.fields and (name := message_name(turn.get("user_name"))):
-                user["name"] = name
-            messages.append(user)
+        messages = self._turn_request(signature, turn, opts)
         outputs = {k: turn[k] for k in signature.outputs if k in turn}
         if outputs:
             text = self.render_outputs(signature, outputs, MISSING_IN_HISTORY, opts)
@@ -279,13 +283,7 @@ class Adapter(abc.ABC):
 
     def format_tool_turn(self, signature: Signature, turn: Mapping[str, Any], opts: FormatOptions) -> list[Message]:
         """A native tool step: inputs (if any), the assistant's thought and calls, one tool message per result."""
-        messages: list[Message] = []
-        content = self.user_content(signature, turn, opts)
-        if content:
-            user: Message = {"role": "user", "content": content}
-            if "user_name" not in signature.fields and (name := message_name(turn.get("user_name"))):
-                user["name"] = name
-            messages.append(user)
+        messages = self._turn_request(signature, turn, opts)
         calls: Sequence[ToolCall] = turn.get("tool_calls") or ()
         thought = turn.get("next_thought")
         if calls:

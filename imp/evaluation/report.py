@@ -142,8 +142,8 @@ class EvaluationReport:
             "count": len(self.rows),
             "errors": len(self.errors),
             "elapsed_seconds": round(self.elapsed, 3),
-            "usage": _usage_dict(self.usage),
-            "usage_by_model": {k: _usage_dict(v) for k, v in self.usage_by_model.items()},
+            "usage": self.usage.dump(),
+            "usage_by_model": {k: v.dump() for k, v in self.usage_by_model.items()},
             "rows": [row.to_dict() for row in self.rows],
         }
 
@@ -219,17 +219,6 @@ class EvaluationReport:
             f"<div><p><b>{html.escape(self.summary())}</b></p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>{more}</div>"
         )
-
-
-def _usage_dict(usage: Usage) -> dict[str, Any]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "reasoning_tokens": usage.reasoning_tokens,
-        "cost": usage.cost,
-        "requests": usage.requests,
-    }
 
 
 def _cell_text(value: Any) -> str:

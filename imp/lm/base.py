@@ -51,6 +51,17 @@ class Usage:
             requests=self.requests + other.requests,
         )
 
+    def dump(self) -> dict[str, Any]:
+        """A JSON-friendly dict."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cost": self.cost,
+            "requests": self.requests,
+        }
+
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""

@@ -97,19 +97,11 @@ async def request(lm: LM, messages: list[Message], options: Mapping[str, Any], *
 
 def model_response_fields(lm: LM, response: LMResponse, duration: float) -> dict[str, Any]:
     """What a `model_response` event says: model, finish reason, tool calls, usage, duration."""
-    usage = response.usage
     return {
         "model": f"{lm.provider}:{lm.model}",
         "finish_reason": response.finish_reason,
         "tool_calls": [c.name for c in response.tool_calls],
-        "usage": {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cached_tokens": usage.cached_tokens,
-            "reasoning_tokens": usage.reasoning_tokens,
-            "cost": usage.cost,
-            "requests": usage.requests,
-        },
+        "usage": response.usage.dump(),
         "cache_hit": response.cache_hit,
         "duration": round(duration, 6),
     }

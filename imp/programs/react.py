@@ -149,10 +149,6 @@ class _Turn:
         return entry
 
 
-def _is_plain_text(f: Field) -> bool:
-    return f.is_plain_text
-
-
 @dataclass(frozen=True, eq=False)
 class ReAct(Program):
     """The tool loop: each step one request with native tools; `submit`, a text answer or a tool ends the turn."""
@@ -221,7 +217,7 @@ class ReAct(Program):
     def text_output(self) -> str | None:
         """The one unconstrained text output, if the signature has exactly that."""
         outputs = list(self.signature.outputs.values())
-        return outputs[0].name if len(outputs) == 1 and _is_plain_text(outputs[0]) else None
+        return outputs[0].name if len(outputs) == 1 and outputs[0].is_plain_text else None
 
     def _text_mode(self, finish: FinishMode) -> bool:
         return finish == "auto" and self.text_output is not None
