@@ -91,7 +91,7 @@ class HTTPLM(LM):
         capabilities: LMCapabilities | None = None,
         http_client: Any = None,
         max_connections: int | None = 100,
-        max_keepalive_connections: int | None = 20,
+        max_keepalive_connections: int | None = 100,
         http_backend: str | None = None,
         headers: Mapping[str, str] | None = None,
         **defaults: Any,
