@@ -9,14 +9,19 @@ failure is a sentence the model reads, never an exception, except an authorizer'
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import anyio.to_thread
+import anyio.from_thread
+import anyio.lowlevel
 import pydantic
 from anyio.lowlevel import RunVar
 
@@ -36,12 +41,49 @@ from imp.tools.policy import ToolPolicy, check_policy, validate_policy
 from imp.tools.schema import check_arguments, decode_arguments, describe_problems
 from imp.tools.tool import Tool
 
-__all__ = ["DEFAULT_TOOL_THREADS", "run_tool_calls", "tool_thread_limiter"]
+__all__ = ["DEFAULT_TOOL_THREADS", "run_in_tool_thread", "run_tool_calls", "tool_thread_limiter"]
 
 DEFAULT_TOOL_THREADS = 32
 """How many sync tools may run in worker threads at once, per event loop, by default."""
 
 _thread_limiter: RunVar[anyio.CapacityLimiter] = RunVar("imp_tool_thread_limiter")
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _tool_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=DEFAULT_TOOL_THREADS * 2, thread_name_prefix="imp-tool")
+        return _pool
+
+
+async def run_in_tool_thread[T](fn: Callable[[], T]) -> T:
+    """Run a sync tool on imp's process-wide worker threads and wait for it without blocking the loop.
+
+    The threads outlive any one event loop, so `imp.call_sync`, which starts a loop per call, does
+    not start its tools' threads cold each time. The caller's context variables go with the call.
+    Cancelling the waiting task abandons the call (a thread cannot be interrupted; it finishes on
+    its own and its value is dropped), as `anyio.to_thread.run_sync(..., abandon_on_cancel=True)` does.
+    """
+    token = anyio.lowlevel.current_token()
+    loop_thread = threading.get_ident()
+    finished = anyio.Event()
+
+    def wake(_: Future[T]) -> None:
+        if threading.get_ident() == loop_thread:
+            return  # already done when the callback was added: nothing to wake
+        with contextlib.suppress(RuntimeError):  # the loop has gone: nobody is waiting
+            anyio.from_thread.run_sync(finished.set, token=token)
+
+    future = _tool_pool().submit(contextvars.copy_context().run, fn)
+    future.add_done_callback(wake)
+    if not future.done():
+        await finished.wait()
+    return future.result()
 
 
 def tool_thread_limiter() -> anyio.CapacityLimiter:
@@ -331,7 +373,8 @@ class _Step:
             value = await bound()
         else:
             limiter = self.limiter if self.limiter is not None else tool_thread_limiter()
-            value = await anyio.to_thread.run_sync(bound, abandon_on_cancel=True, limiter=limiter)
+            async with limiter:
+                value = await run_in_tool_thread(bound)
         return value
 
 

@@ -708,3 +708,25 @@ def test_two_tools_with_one_name_are_refused(run: Run) -> None:
 
 def test_tool_type_is_exported() -> None:
     assert isinstance(on_call, Tool)
+
+
+def test_sync_tools_run_on_imps_own_threads_which_outlive_the_event_loop() -> None:
+    import contextvars
+
+    from imp.tools.run import run_in_tool_thread
+
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
+    seen: list[tuple[str, str]] = []
+
+    def probe() -> str:
+        seen.append((threading.current_thread().name, marker.get()))
+        return "ok"
+
+    async def once() -> str:
+        marker.set("from the caller")
+        return await run_in_tool_thread(probe)
+
+    for backend in ("asyncio", "trio"):
+        assert anyio.run(once, backend=backend) == "ok"
+    assert all(name.startswith("imp-tool") for name, _ in seen)
+    assert all(value == "from the caller" for _, value in seen)
