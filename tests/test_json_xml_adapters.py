@@ -140,3 +140,13 @@ def test_every_adapter_parses_a_mapping_the_same_way() -> None:
     values: dict[str, Any] = {"team": "harbor", "urgency": "3", "tags": ["a"]}
     for adapter in (imp.ChatAdapter(), json_adapter, xml_adapter):
         assert adapter.parse(SIG, values) == {"team": "harbor", "urgency": 3, "tags": ["a"]}
+
+
+def test_the_text_field_exception_holds_in_every_dialect() -> None:
+    step = imp.signature("question -> next_thought: str | None, answer: str | None").with_metadata(
+        text_field="next_thought", answer_fields=("answer",)
+    )
+    for adapter in (imp.ChatAdapter(), json_adapter, xml_adapter):
+        assert adapter.parse(step, "I will look it up.") == {"next_thought": "I will look it up.", "answer": None}
+    assert json_adapter.parse(step, '{"answer": "42"}') == {"next_thought": None, "answer": "42"}
+    assert xml_adapter.parse(step, "<answer>42</answer>") == {"next_thought": None, "answer": "42"}

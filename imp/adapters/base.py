@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import inspect
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ from imp.history import History, ToolCall, ToolResult, format_tool_result
 from imp.lm.base import Message
 from imp.prediction import Prediction
 from imp.signature import Field, Signature
-from imp.values import CoercionError, coerce_text, coerce_value, render_value
+from imp.values import CoercionError, coerce_text, coerce_value, load_json_object, render_value
 
 if TYPE_CHECKING:
     from imp.lm.base import LM
@@ -48,6 +49,8 @@ MISSING_IN_DEMO = "Not supplied for this particular example. "
 MISSING_IN_HISTORY = "Not supplied for this conversation history message. "
 _UNSET: Any = object()
 _NAME_KEYS = ("user_name", "assistant_name")
+MARKER_LINE = re.compile(r"\[\[ ## (\w+) ## \]\]")
+"""A Chat field marker, `[[ ## name ## ]]`, at the start of a (stripped) line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,24 @@ _DEFAULT_OPTIONS = FormatOptions()
 def message_name(value: Any) -> str | None:
     """A participant name is used only when it is a non-empty string."""
     return value if isinstance(value, str) and value else None
+
+
+def tries_fields(signature: Signature, text: str) -> bool:
+    """Whether a reply tried to answer in fields: a marker line, an output's tag, or JSON with an output key."""
+    if any(MARKER_LINE.match(line.strip()) for line in text.splitlines()):
+        return True
+    names = {*signature.outputs, *signature.metadata.get("answer_fields", ())}
+    for name in names:
+        if re.search(rf"<{re.escape(name)}(\s[^>]*)?>", text):
+            return True
+    start, end = text.find("{"), text.rfind("}")
+    if start != -1 and end > start:
+        try:
+            found = load_json_object(text[start : end + 1])
+        except ValueError:
+            return False
+        return any(k in names for k in found)
+    return False
 
 
 def _arity(fn: Callable[..., Any]) -> int:
@@ -330,6 +351,20 @@ class Adapter(abc.ABC):
         if not isinstance(completion, str):
             raise TypeError(f"a completion is text, a mapping or a Prediction, got {type(completion).__name__}")
         return self.parse_text(signature, completion)
+
+    def text_field_reply(self, signature: Signature, text: str) -> dict[str, Any] | None:
+        """Seed 000's one exception: a marker-free, non-blank reply fills `metadata["text_field"]`.
+
+        The reply must not try to answer in fields in any dialect (a `[[ ## f ## ]]` line, an
+        output's tag, a JSON object with an output's key); the other outputs take their defaults.
+        None when the exception does not apply and the reply is parsed by the dialect's rules.
+        """
+        text_field = signature.metadata.get("text_field")
+        if not isinstance(text_field, str) or text_field not in signature.outputs or not text.strip():
+            return None
+        if tries_fields(signature, text):
+            return None
+        return self.complete(signature, {text_field: text.strip()}, completion=text)
 
     def parse_mapping(self, signature: Signature, values: Mapping[str, Any]) -> dict[str, Any]:
         """Coerce and complete a mapping of output fields."""

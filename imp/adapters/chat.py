@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, guidance_lines, objective
+from imp.adapters.base import DEFAULT_AGENT_LINE, MARKER_LINE, Adapter, guidance_lines, objective
 from imp.signature import Field, Signature
-from imp.values import format_requirement, load_json_object, render_value, type_name, value_note
+from imp.values import format_requirement, render_value, type_name, value_note
 
 __all__ = ["ChatAdapter", "field_descriptions", "split_sections"]
 
-_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
 _CONSTRAINT_WORDS = (
     ("gt", "greater than"),
     ("ge", "greater than or equal to"),
@@ -55,31 +53,13 @@ def split_sections(text: str) -> list[tuple[str | None, str]]:
     sections: list[tuple[str | None, list[str]]] = [(None, [])]
     for line in text.splitlines():
         stripped = line.strip()
-        match = _HEADER.match(stripped)
+        match = MARKER_LINE.match(stripped)
         if match:
             rest = stripped[match.end() :].strip()
             sections.append((match.group(1), [rest] if rest else []))
         else:
             sections[-1][1].append(line)
     return [(name, "\n".join(lines).strip()) for name, lines in sections]
-
-
-def _tries_fields(signature: Signature, text: str) -> bool:
-    """Whether a reply tried to answer in fields: a marker line, an output's tag, or JSON with an output key."""
-    if any(_HEADER.match(line.strip()) for line in text.splitlines()):
-        return True
-    names = {*signature.outputs, *signature.metadata.get("answer_fields", ())}
-    for name in names:
-        if re.search(rf"<{re.escape(name)}(\s[^>]*)?>", text):
-            return True
-    start, end = text.find("{"), text.rfind("}")
-    if start != -1 and end > start:
-        try:
-            found = load_json_object(text[start : end + 1])
-        except ValueError:
-            return False
-        return any(k in names for k in found)
-    return False
 
 
 class ChatAdapter(Adapter):
@@ -150,14 +130,9 @@ class ChatAdapter(Adapter):
         return str(cached)
 
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
-        text_field = signature.metadata.get("text_field")
-        if (
-            isinstance(text_field, str)
-            and text_field in signature.outputs
-            and text.strip()
-            and not _tries_fields(signature, text)
-        ):
-            return self.complete(signature, {text_field: text.strip()}, completion=text)
+        plain = self.text_field_reply(signature, text)
+        if plain is not None:
+            return plain
         found: dict[str, str] = {}
         for name, body in split_sections(text):
             if name is not None and name in signature.outputs and name not in found:

@@ -128,6 +128,9 @@ class JSONAdapter(Adapter):
         return {}
 
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
+        plain = self.text_field_reply(signature, text)
+        if plain is not None:
+            return plain
         body = unwrap_fence(text.strip()).strip()
         try:
             values = load_json_object(body)

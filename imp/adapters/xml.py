@@ -164,6 +164,9 @@ class XMLAdapter(Adapter):
         return text
 
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
+        plain = self.text_field_reply(signature, text)
+        if plain is not None:
+            return plain
         if _FORBIDDEN.search(text):
             raise AdapterParseError(
                 "XML declarations, doctypes, and entities are not allowed", adapter=self.name, completion=text

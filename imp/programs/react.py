@@ -366,7 +366,7 @@ class ReAct(Program):
 
     def _start(self, inputs: dict[str, Any]) -> _Turn:
         values = dict(inputs)
-        control = {k: values.pop(k) for k in _CONTROL_INPUTS if k in values}
+        control = {k: values.pop(k) for k in _CONTROL_INPUTS if k in values and k not in self.signature.inputs}
         history = control.get("history")
         if history is None:
             history = History()

@@ -540,3 +540,18 @@ async def test_cancelling_the_turn_leaves_no_task_behind() -> None:
             scope.cancel()
     await anyio.lowlevel.checkpoint()
     assert len(asyncio.all_tasks()) == before
+
+
+async def test_the_loop_works_with_the_json_and_xml_adapters() -> None:
+    for adapter in (imp.JSONAdapter(), imp.XMLAdapter()):
+        lm = script([ON_CALL_ATLAS, "Maya from atlas is on it."])
+        prediction = await imp.call(imp.react("ticket -> reply", [on_call], lm=lm, adapter=adapter), ticket=TICKET)
+        assert (prediction.reply, prediction.metadata.termination_reason) == ("Maya from atlas is on it.", "answered")
+        lm = script(
+            ['{"next_thought": "checking"}', SUBMIT_ATLAS]
+            if adapter.name == "JSONAdapter"
+            else ["<next_thought>checking</next_thought>", SUBMIT_ATLAS]
+        )
+        prediction = await imp.call(imp.react(escalation, [on_call], lm=lm, adapter=adapter), ticket=TICKET)
+        assert prediction.metadata.termination_reason == "forced_submit"
+        assert prediction.metadata.history[0]["next_thought"] == "checking"
