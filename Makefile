@@ -16,9 +16,10 @@ all: test
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -n "$(PYTHON)" || { echo "imp needs Python >= 3.12; none was found on PATH or under ~/.pyenv" >&2; exit 1; }
+	@echo "setting up $(VENV) with $(PYTHON) from requirements.lock ..."
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --quiet --disable-pip-version-check -r requirements.lock
-	$(PY) -m pip install --quiet --quiet --disable-pip-version-check --no-deps -e .
+	@$(PY) -m pip install --quiet --quiet --disable-pip-version-check -r requirements.lock
+	@$(PY) -m pip install --quiet --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(STAMP)
 
 test: $(STAMP)
