@@ -284,3 +284,9 @@ def test_call_sync_and_inspect_history_redacts() -> None:
     assert "System message:" in text and "User message:" in text and "Response:" in text
     assert "Maya" in text
     assert secret not in text and "[REDACTED]" in text
+
+
+@both_backends
+async def test_call_sync_inside_a_running_loop_says_to_await() -> None:
+    with pytest.raises(RuntimeError, match=r"await imp\.call"):
+        imp.call_sync(imp.predict(ESCALATION, lm=imp.ScriptedLM([GOOD])), ticket="t")

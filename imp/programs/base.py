@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import sys
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -90,4 +91,25 @@ async def _run(program: Program, inputs: dict[str, Any]) -> Prediction:
 
 def call_sync(program: Program, inputs: Mapping[str, Any] | None = None, /, **fields: Any) -> Prediction:
     """`imp.call` for scripts and notebooks: runs its own event loop (not inside a running one)."""
+    if _in_event_loop():
+        raise RuntimeError("imp.call_sync cannot run inside a running event loop; use `await imp.call(...)` there")
     return anyio.run(functools.partial(call, program, inputs, **fields))
+
+
+def _in_event_loop() -> bool:
+    """Whether this thread is running an asyncio or trio event loop."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+        return True
+    except RuntimeError:
+        pass
+    trio = sys.modules.get("trio")
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_task()
+        return True
+    except RuntimeError:
+        return False
