@@ -452,8 +452,9 @@ class ReAct(Program):
     ) -> tuple[Mapping[str, Any] | None, TerminationReason, TerminationCause | None, str | None]:
         thought_streak = 0
         failed_once = False
+        extra = 0  # finish="tools": a failed request gets one more ordinary step, once per turn
         cause: TerminationCause | None = None
-        while turn.step < turn.max_iters:
+        while turn.step < turn.max_iters + extra:
             turn.step += 1
             if _deadline_passed():
                 return None, "incomplete", "deadline_exceeded", None
@@ -464,6 +465,7 @@ class ReAct(Program):
                     return None, "incomplete", stop.cause, None
                 if turn.finish == "tools" and stop.cause == "prediction_error" and not failed_once:
                     failed_once = True
+                    extra = 1
                     continue
                 cause = stop.cause
                 break

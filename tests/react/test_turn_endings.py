@@ -555,3 +555,10 @@ async def test_the_loop_works_with_the_json_and_xml_adapters() -> None:
         prediction = await imp.call(imp.react(escalation, [on_call], lm=lm, adapter=adapter), ticket=TICKET)
         assert prediction.metadata.termination_reason == "forced_submit"
         assert prediction.metadata.history[0]["next_thought"] == "checking"
+
+
+async def test_finish_tools_extra_step_after_a_failure_even_at_the_step_limit() -> None:
+    lm = script([imp.LMError("blip", status=500), {"tool_calls": [{"name": "send", "arguments": {"text": "ok"}}]}])
+    program = imp.react("ticket -> reply", [send], lm=lm, finish="tools", finish_on={"send": sent}, max_iters=1)
+    prediction = await imp.call(program, ticket="t")
+    assert (prediction.reply, len(lm.requests)) == ("ok", 2)
