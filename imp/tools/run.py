@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 import pydantic
 from anyio.lowlevel import RunVar
@@ -69,21 +68,31 @@ async def run_in_tool_thread[T](fn: Callable[[], T]) -> T:
     Cancelling the waiting task abandons the call (a thread cannot be interrupted; it finishes on
     its own and its value is dropped), as `anyio.to_thread.run_sync(..., abandon_on_cancel=True)` does.
     """
-    token = anyio.lowlevel.current_token()
-    loop_thread = threading.get_ident()
+    call_soon = _call_soon_threadsafe()
     finished = anyio.Event()
 
     def wake(_: Future[T]) -> None:
-        if threading.get_ident() == loop_thread:
-            return  # already done when the callback was added: nothing to wake
-        with contextlib.suppress(RuntimeError):  # the loop has gone: nobody is waiting
-            anyio.from_thread.run_sync(finished.set, token=token)
+        with contextlib.suppress(RuntimeError):  # the loop has finished: nobody is waiting any more
+            call_soon(finished.set)
 
     future = _tool_pool().submit(contextvars.copy_context().run, fn)
     future.add_done_callback(wake)
     if not future.done():
         await finished.wait()
     return future.result()
+
+
+def _call_soon_threadsafe() -> Callable[[Callable[[], object]], object]:
+    """This event loop's way to schedule a callback from another thread without waiting for it.
+
+    A worker thread must never block on the loop: a loop that has stopped would hold the thread
+    (and the interpreter's exit) forever.
+    """
+    native = anyio.lowlevel.current_token().native_token
+    schedule = getattr(native, "call_soon_threadsafe", None) or getattr(native, "run_sync_soon", None)
+    if schedule is None:
+        raise RuntimeError(f"imp cannot wake this event loop from a worker thread ({type(native).__name__})")
+    return schedule  # type: ignore[no-any-return]
 
 
 def tool_thread_limiter() -> anyio.CapacityLimiter:
