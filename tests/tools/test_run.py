@@ -730,3 +730,26 @@ def test_sync_tools_run_on_imps_own_threads_which_outlive_the_event_loop() -> No
         assert anyio.run(once, backend=backend) == "ok"
     assert all(name.startswith("imp-tool") for name, _ in seen)
     assert all(value == "from the caller" for _, value in seen)
+
+
+def test_a_sync_tool_outliving_its_event_loop_does_not_hold_the_process() -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import time, anyio
+        from imp.tools.run import run_in_tool_thread
+
+        async def main():
+            with anyio.move_on_after(0.05):
+                await run_in_tool_thread(lambda: time.sleep(0.3))
+
+        anyio.run(main)
+        print("done")
+        """
+    )
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=20)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip() == "done"
