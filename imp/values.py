@@ -298,9 +298,18 @@ def _wants_json_container(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
 
 
+def _base_of(field: Field) -> Any:
+    """`base_annotation` of a field's annotation, worked out once per field."""
+    try:
+        return field.__dict__["_imp_base"]
+    except KeyError:
+        base = field.__dict__["_imp_base"] = base_annotation(field.annotation)
+        return base
+
+
 def coerce_text(field: Field, text: str) -> Any:
     """Coerce one field's text from a reply into the field's type (raises `CoercionError`)."""
-    annotation = base_annotation(field.annotation)
+    annotation = _base_of(field)
     stripped = text.strip()
     if field.optional and stripped in ("null", "None", "") and not (annotation is str and stripped == ""):
         return None
@@ -356,7 +365,7 @@ def coerce_text(field: Field, text: str) -> Any:
 
 def coerce_value(field: Field, value: Any) -> Any:
     """Coerce a value given directly (a JSON member, a scripted field) into the field's type."""
-    annotation = base_annotation(field.annotation)
+    annotation = _base_of(field)
     if value is None:
         if field.optional:
             return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,18 +50,28 @@ def _sections_text(fields: Mapping[str, Field]) -> str:
     return "\n\n".join(f"[[ ## {name} ## ]]\n{_placeholder(f)}" for name, f in fields.items())
 
 
+_SECTION_LINE = re.compile(r"^[^\S\n]*\[\[ ## (\w+) ## \]\]([^\n]*)$", re.MULTILINE)
+
+
 def split_sections(text: str) -> list[tuple[str | None, str]]:
-    """Split a reply on marker lines: (field name or None for text before any marker, body)."""
-    sections: list[tuple[str | None, list[str]]] = [(None, [])]
-    for line in text.splitlines():
-        stripped = line.strip()
-        match = MARKER_LINE.match(stripped)
-        if match:
-            rest = stripped[match.end() :].strip()
-            sections.append((match.group(1), [rest] if rest else []))
-        else:
-            sections[-1][1].append(line)
-    return [(name, "\n".join(lines).strip()) for name, lines in sections]
+    """Split a reply on marker lines: (field name or None for text before any marker, body).
+
+    A line whose stripped text starts with `[[ ## name ## ]]` opens a section; the rest of that
+    line is the section's first line.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    sections: list[tuple[str | None, str]] = []
+    name: str | None = None
+    first = ""
+    start = 0
+    for match in _SECTION_LINE.finditer(text):
+        body = text[start : match.start()]
+        sections.append((name, f"{first}\n{body}".strip() if first else body.strip()))
+        name, first, start = match.group(1), match.group(2).strip(), match.end() + 1
+    body = text[start:]
+    sections.append((name, f"{first}\n{body}".strip() if first else body.strip()))
+    return sections
 
 
 class ChatAdapter(Adapter):
