@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-
 from collections.abc import Mapping
 from typing import Any
 
-from imp.adapters.base import DEFAULT_AGENT_LINE, MARKER_LINE, Adapter, guidance_lines, objective
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, guidance_lines, objective
 from imp.signature import Field, Signature
 from imp.values import format_requirement, render_value, type_name, value_note
 
