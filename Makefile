@@ -57,7 +57,9 @@ $(BENCH_STAMP): pyproject.toml requirements-bench.lock
 	$(BENCH_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(BENCH_STAMP)
 
-# Benchmarks run in their own environment, beside DSPy and pydantic-ai.
+# Benchmarks run in their own environment, beside DSPy and pydantic-ai. LiteLLM (under DSPy) is
+# kept from fetching its cost map over the network.
+bench: export LITELLM_LOCAL_MODEL_COST_MAP := True
 bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/overhead.py
 	$(BENCH_VENV)/bin/python benchmarks/fanout.py
