@@ -82,7 +82,7 @@ async def run_jobs[T](
 
     async with anyio.create_task_group() as group:
         for _ in range(min(concurrency, len(jobs))):
-            group.start_soon(worker, group)
+            group.start_soon(worker, group, name="imp.parallel worker")
     # When the caller's deadline passed, items may have ended without reaching a checkpoint;
     # let its cancellation win rather than return a batch the deadline cut short.
     await anyio.lowlevel.checkpoint_if_cancelled()
