@@ -290,3 +290,62 @@ def test_call_sync_and_inspect_history_redacts() -> None:
 async def test_call_sync_inside_a_running_loop_says_to_await() -> None:
     with pytest.raises(RuntimeError, match=r"await imp\.call"):
         imp.call_sync(imp.predict(ESCALATION, lm=imp.ScriptedLM([GOOD])), ticket="t")
+
+
+class _OwnLM(imp.LM):
+    """A user's LM: returns usage and leaves recording it to the program (records_usage is False)."""
+
+    provider = "mine"
+    model = "m1"
+
+    def __init__(self, replies: list[imp.LMResponse]) -> None:
+        self.replies = list(replies)
+
+    async def request(self, messages: Any, **options: Any) -> imp.LMResponse:
+        await anyio.lowlevel.checkpoint()
+        return self.replies.pop(0)
+
+
+@both_backends
+async def test_the_usage_a_users_lm_returns_is_counted_once() -> None:
+    from imp.runtime.usage import track_usage
+
+    usage = imp.Usage(input_tokens=20, output_tokens=4, requests=1)
+    lm = _OwnLM([imp.LMResponse(text=GOOD, usage=usage) for _ in range(3)])
+    program = imp.predict(ESCALATION, lm=lm)
+    with track_usage() as parent:
+        pred = await imp.call(program, ticket="t")
+        assert pred.metadata.usage == usage
+        assert dict(pred.metadata.usage_by_model or {}) == {"mine:m1": usage}
+        async with anyio.create_task_group() as tg:
+            for _ in range(2):
+                tg.start_soon(imp.call, program, {"ticket": "t"})
+    assert parent.total == imp.Usage(input_tokens=60, output_tokens=12, requests=3)
+
+
+@both_backends
+async def test_a_recording_lm_is_not_counted_twice() -> None:
+    from imp.runtime.usage import track_usage
+
+    assert imp.ScriptedLM.records_usage and not imp.LM.records_usage
+    lm = imp.ScriptedLM([GOOD])  # records one request's usage itself
+    with track_usage() as parent:
+        pred = await imp.call(imp.predict(ESCALATION, lm=lm), ticket="t")
+    assert pred.metadata.usage is not None and pred.metadata.usage.requests == 1
+    assert parent.total.requests == 1
+
+
+@both_backends
+async def test_a_react_turn_counts_the_usage_of_a_users_lm() -> None:
+    def lookup(ticket: str) -> str:
+        """Look a ticket up."""
+        return "atlas"
+
+    usage = imp.Usage(input_tokens=5, output_tokens=1, requests=1)
+    call = imp.ToolCall(id="c1", name="lookup", arguments={"ticket": "t"})
+    submit = imp.ToolCall(id="c2", name="submit", arguments={"team": "atlas", "contact": "Maya"})
+    lm = _OwnLM([imp.LMResponse(tool_calls=(c,), usage=usage) for c in (call, submit)])
+    pred = await imp.call(imp.react(ESCALATION, tools=[lookup], lm=lm), ticket="t")  # a plain function is a tool
+    assert pred.team == "atlas" and pred.metadata.history is not None
+    assert pred.metadata.history[0]["tool_call_results"][0].result == "atlas"
+    assert pred.metadata.usage == imp.Usage(input_tokens=10, output_tokens=2, requests=2)

@@ -180,12 +180,11 @@ class Adapter(abc.ABC):
                 if not isinstance(history, History):
                     history = History(history)
                 messages.extend(self.format_history(task, history, opts))
-        has_inputs = any(inputs.get(name) is not None for name in task.inputs)
-        if has_inputs or not opts.omit_empty_request:
+        if not opts.omit_empty_request or any(inputs.get(name) is not None for name in task.inputs):
             content = self.user_content(task, inputs, opts, main_request=True)
             message: Message = {"role": "user", "content": content}
-            name = message_name(inputs.get("user_name")) if "user_name" not in signature.fields else None
-            if name:
+            name = inputs.get("user_name")
+            if name is not None and "user_name" not in signature.fields and message_name(name):
                 message["name"] = name
             messages.append(message)
         return messages
@@ -215,15 +214,18 @@ class Adapter(abc.ABC):
         main_request: bool = False,
     ) -> str:
         """A user message: the inputs present, then (for the request) how to answer."""
-        parts = [prefix]
+        parts = [prefix] if prefix else []
         for name, field in signature.inputs.items():
-            if name in values and values[name] is not None:
-                parts.append(self.render_section(field, values[name], opts))
+            value = values.get(name)
+            if value is not None:
+                section = self.render_section(field, value, opts)
+                if section:
+                    parts.append(section)
         if main_request and opts.response_instruction:
             instruction = self.response_instruction(signature)
             if instruction:
                 parts.append(instruction)
-        return "\n\n".join(p for p in parts if p).strip()
+        return "\n\n".join(parts).strip()
 
     def render_outputs(
         self, signature: Signature, outputs: Mapping[str, Any], missing_message: str, opts: FormatOptions

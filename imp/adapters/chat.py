@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, guidance_lines, objective
 from imp.signature import Field, Signature
@@ -60,16 +60,13 @@ def split_sections(text: str) -> list[tuple[str | None, str]]:
     """
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    sections: list[tuple[str | None, str]] = []
-    name: str | None = None
-    first = ""
-    start = 0
-    for match in _SECTION_LINE.finditer(text):
-        body = text[start : match.start()]
-        sections.append((name, f"{first}\n{body}".strip() if first else body.strip()))
-        name, first, start = match.group(1), match.group(2).strip(), match.end() + 1
-    body = text[start:]
-    sections.append((name, f"{first}\n{body}".strip() if first else body.strip()))
+    # One C-level split: [text before any marker, name, rest of its line, body, name, ...].
+    parts = _SECTION_LINE.split(text)
+    sections: list[tuple[str | None, str]] = [(None, parts[0].strip())]
+    for i in range(1, len(parts), 3):
+        first = parts[i + 1].strip()
+        body = parts[i + 2]
+        sections.append((parts[i], f"{first}\n{body[1:]}".strip() if first else body.strip()))
     return sections
 
 
@@ -77,6 +74,7 @@ class ChatAdapter(Adapter):
     """The default dialect: `[[ ## field ## ]]` sections, ending with `[[ ## completed ## ]]`."""
 
     name = "ChatAdapter"
+    _cache_keys: ClassVar[tuple[str, str]]
 
     def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
         guidance = options.get("guidance")
@@ -102,9 +100,13 @@ class ChatAdapter(Adapter):
         ).strip()
         return f"{description}\n{structure}\n{objective(instructions)}"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._cache_keys = _cache_keys(cls)
+
     def system_text(self, signature: Signature, opts: Any) -> str:
         if opts.system_renderer is None and opts.guidance is None and opts.agent_line == DEFAULT_AGENT_LINE:
-            key = f"_imp_system:{type(self).__module__}.{type(self).__qualname__}"
+            key = self._cache_keys[0]
             cached = signature.__dict__.get(key)
             if cached is None:
                 cached = self.default_system(signature, {})
@@ -123,7 +125,7 @@ class ChatAdapter(Adapter):
         return "\n\n".join(sections).strip() + "\n\n[[ ## completed ## ]]\n"
 
     def response_instruction(self, signature: Signature) -> str | None:
-        key = f"_imp_instruction:{type(self).__module__}.{type(self).__qualname__}"
+        key = self._cache_keys[1]
         cached = signature.__dict__.get(key)
         if cached is None:
             parts = []
@@ -155,3 +157,12 @@ class ChatAdapter(Adapter):
         from imp.adapters.json import JSONAdapter
 
         return JSONAdapter()
+
+
+def _cache_keys(cls: type[ChatAdapter]) -> tuple[str, str]:
+    """The keys under which a signature keeps this adapter class's system text and instruction."""
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    return f"_imp_system:{where}", f"_imp_instruction:{where}"
+
+
+ChatAdapter._cache_keys = _cache_keys(ChatAdapter)

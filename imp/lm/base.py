@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
+from imp._frozen import fast_init
 from imp.history import ToolCall
 
 __all__ = [
@@ -29,6 +30,7 @@ ResponseFormatSupport = Literal["none", "json_object", "json_schema"]
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts (and provider-reported cost) of one or more LM calls."""
@@ -68,6 +70,10 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
+_NO_USAGE = Usage()
+"""The usage of a response that reports none (frozen, so one instance serves every response)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LMCapabilities:
     """What an LM can take: native tools, `tool_choice` forms, structured output."""
@@ -77,6 +83,7 @@ class LMCapabilities:
     response_format: ResponseFormatSupport = "none"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LMResponse:
     """One normalised LM reply, whatever the provider."""
@@ -88,7 +95,7 @@ class LMResponse:
     reasoning: str | None = None
     reasoning_data: Any = None
     """The provider's own reasoning payload, kept verbatim to continue a turn."""
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = _NO_USAGE
     finish_reason: str | None = "stop"
     model: str | None = None
     request_id: str | None = None
@@ -96,6 +103,7 @@ class LMResponse:
     raw: Any = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
     """One streamed delta (`text`, `reasoning`, `tool_call`) or the final event with the response."""
@@ -111,13 +119,18 @@ class StreamEvent:
 class LM(abc.ABC):
     """A language model client. Subclasses implement `request` (and may implement `stream`).
 
-    A client adds each response's usage to the open accumulators (`imp.runtime.usage.record_usage`)
-    itself, so direct `await lm.request(...)` calls are counted like a program's.
+    Usage: imp's own clients add each response's usage to the open accumulators
+    (`imp.runtime.usage.record_usage`) themselves, so direct `await lm.request(...)` calls are
+    counted like a program's, and say so with `records_usage = True`. For any other LM (yours),
+    the program that sent the request records `response.usage`, so a subclass only has to
+    return it.
     """
 
     provider: str = "lm"
     model: str = "unknown"
     capabilities: LMCapabilities = LMCapabilities()
+    records_usage: ClassVar[bool] = False
+    """True when `request` records its responses' usage itself (then programs do not, to count it once)."""
 
     @abc.abstractmethod
     async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:

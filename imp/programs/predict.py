@@ -16,7 +16,7 @@ from imp.prediction import Prediction, PredictionMetadata
 from imp.programs.base import Program
 from imp.runtime.run import current_run
 from imp.runtime.trace import record_exchange
-from imp.runtime.usage import track_usage
+from imp.runtime.usage import record_usage, track_usage
 from imp.settings import settings
 from imp.signature import Signature, SignatureLike, as_signature
 
@@ -69,8 +69,15 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
     return values
 
 
+def _record_answer(lm: LM, messages: list[Message], options: Mapping[str, Any], response: LMResponse) -> None:
+    """Record an answered request for `inspect_history`, and its usage unless the LM records it itself."""
+    record_exchange(lm.model, messages, options, response)
+    if not lm.records_usage:
+        record_usage(f"{lm.provider}:{lm.model}", response.usage)
+
+
 async def request(lm: LM, messages: list[Message], options: Mapping[str, Any], **event: Any) -> LMResponse:
-    """One LM request, recorded for `inspect_history` (each LM records its own usage), and
+    """One LM request, recorded for `inspect_history` and counted in the open usage accumulators, and
     reported as `model_request` then `model_response` (model, usage, duration) or `model_error`
     events with `event`'s fields added, unless the program announced the request itself."""
     run = current_run()
@@ -80,7 +87,7 @@ async def request(lm: LM, messages: list[Message], options: Mapping[str, Any], *
         except LMError as exc:
             record_exchange(lm.model, messages, options, None, str(exc))
             raise
-        record_exchange(lm.model, messages, options, response)
+        _record_answer(lm, messages, options, response)
         return response
     run.deliver("model_request", {"model": f"{lm.provider}:{lm.model}", "messages": len(messages), **event})
     started = time.perf_counter()
@@ -90,7 +97,7 @@ async def request(lm: LM, messages: list[Message], options: Mapping[str, Any], *
         record_exchange(lm.model, messages, options, None, str(exc))
         run.deliver("model_error", model_error_fields(lm, exc, time.perf_counter() - started) | event)
         raise
-    record_exchange(lm.model, messages, options, response)
+    _record_answer(lm, messages, options, response)
     run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | event)
     return response
 
@@ -158,6 +165,9 @@ class Predict(Program):
         return replace(self, config={**self.config, **config})
 
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
+        # Few frames from the inputs to the Prediction (this one, `request`, the LM's): at 10,000
+        # calls in flight every extra frame is 10,000 more objects for the garbage collector to
+        # walk (benchmarks/concurrency.py).
         signature = self.signature
         config = self.config
         if "config" in inputs and "config" not in signature.inputs:
@@ -170,43 +180,35 @@ class Predict(Program):
         adapter = self.adapter or settings().adapter or _DEFAULT_ADAPTER
         opts: FormatOptions = self.__dict__["_format_options"]
         with track_usage() as usage:
-            fields, response, used, fell_back = await self._run(signature, values, lm, adapter, opts, config)
+            messages = adapter.format_with(signature, values, opts)
+            extra = adapter.request_options(signature, lm)
+            options = {**extra, **config} if extra else config
+            response = await request(lm, messages, options)
+            used, fell_back = adapter, False
+            try:
+                fields = read_response(adapter, signature, response)
+            except AdapterParseError as first_error:
+                fallback = adapter.fallback if self.json_fallback else None
+                if fallback is None:
+                    raise
+                retry_messages = fallback.format_with(signature, values, opts)
+                retry_options = {**fallback.request_options(signature, lm), **config}
+                response = await request(lm, retry_messages, retry_options)
+                try:
+                    fields = read_response(fallback, signature, response)
+                except AdapterParseError:
+                    raise first_error from None
+                used, fell_back = fallback, True
+        total, by_model = usage.snapshot()
         metadata = PredictionMetadata(
             finish_reason=response.finish_reason,
-            usage=usage.total,
-            usage_by_model=usage.by_model,
+            usage=total,
+            usage_by_model=by_model,
             adapter=used.name,
             json_fallback=fell_back,
             lm_calls=2 if fell_back else 1,
         )
         return Prediction(fields, metadata)
-
-    async def _run(
-        self,
-        signature: Signature,
-        values: dict[str, Any],
-        lm: LM,
-        adapter: Adapter,
-        opts: FormatOptions,
-        config: Mapping[str, Any],
-    ) -> tuple[dict[str, Any], LMResponse, Adapter, bool]:
-        messages = adapter.format_with(signature, values, opts)
-        extra = adapter.request_options(signature, lm)
-        options = {**extra, **config} if extra else config
-        response = await request(lm, messages, options)
-        try:
-            return read_response(adapter, signature, response), response, adapter, False
-        except AdapterParseError as first_error:
-            fallback = adapter.fallback if self.json_fallback else None
-            if fallback is None:
-                raise
-            retry_messages = fallback.format_with(signature, values, opts)
-            retry_options = {**fallback.request_options(signature, lm), **config}
-            retry = await request(lm, retry_messages, retry_options)
-            try:
-                return read_response(fallback, signature, retry), retry, fallback, True
-            except AdapterParseError:
-                raise first_error from None
 
 
 def predict(signature: SignatureLike | type[Signature], **options: Any) -> Predict:

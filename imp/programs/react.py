@@ -172,14 +172,11 @@ class ReAct(Program):
     handles_deadline: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "tools", tuple(_as_tool(t) for t in self.tools))
         object.__setattr__(self, "demos", tuple(self.demos))
         object.__setattr__(self, "last_request_tools", tuple(self.last_request_tools))
         object.__setattr__(self, "finish_on", dict(self.finish_on))
         names = [t.name for t in self.tools]
-        for t in self.tools:
-            if not isinstance(t, Tool):
-                raise TypeError(f"imp.react takes imp tools (made with imp.tool), got {type(t).__name__}")
         if len(set(names)) != len(names):
             raise ValueError(f"two tools share a name: {sorted({n for n in names if names.count(n) > 1})}")
         if SUBMIT in names:
@@ -900,8 +897,20 @@ def _check_finish(value: Any) -> None:
         raise ValueError(f"finish is 'auto', 'submit' or 'tools', got {value!r}")
 
 
-def react(signature: SignatureLike | type[Signature], tools: Sequence[Tool], **options: Any) -> ReAct:
-    """A ReAct program (seed 001): `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `max_iters`, `finish`,
+def _as_tool(value: Any) -> Tool:
+    """A program's tool: an `imp.Tool` as it is, a plain function made one with `imp.tool` (as DSPy does)."""
+    if isinstance(value, Tool):
+        return value
+    if callable(value) and not isinstance(value, type):
+        made: Tool = tool(value)
+        return made
+    raise TypeError(f"imp.react takes imp tools or functions, got {type(value).__name__}")
+
+
+def react(
+    signature: SignatureLike | type[Signature], tools: Sequence[Tool | Callable[..., Any]], **options: Any
+) -> ReAct:
+    """A ReAct program (seed 001) over `tools` (`imp.tool`s, or plain functions made tools as they are): `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `max_iters`, `finish`,
     `finish_on`, `last_request_note`, `last_request_tools`, `unsent_note`, `history_replay`, `tool_policy`."""
     check_options("imp.react", options, _OPTIONS)
     if not isinstance(tools, list | tuple):

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from imp._frozen import fast_init
 from imp._redact import redact
 from imp.runtime.logging import event_level, get_logger, logs_enabled
 
@@ -40,6 +41,7 @@ __all__ = [
     "buffered_sink",
     "current_run",
     "emit",
+    "run_needed",
     "run_scope",
 ]
 
@@ -54,6 +56,7 @@ _ITEMS_KEEP = 32
 _ids = itertools.count(1)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Event:
     """One thing that happened in a run, redacted: ordered by `seq` within its call."""
@@ -209,6 +212,12 @@ def emit(kind: str, **payload: Any) -> None:
     run = _current.get()
     if run is not None and run.on_event is not None:
         run.emit(kind, **payload)
+
+
+def run_needed() -> bool:
+    """Whether a call with no sink and no authorizer of its own still needs a run: it is nested in
+    one (whose sink and authorizer it inherits), or the `imp` logger is on (its events are logged)."""
+    return _current.get() is not None or logs_enabled()
 
 
 def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> Run:

@@ -38,7 +38,20 @@ class UsageAccumulator:
     def add(self, model: str, usage: Usage) -> None:
         """Add one call's usage under its model's key."""
         with _LOCK:
-            self._by_model[model] = self._by_model.get(model, _NO_USAGE) + usage
+            before = self._by_model.get(model)
+            # Usage is frozen: the first call's value is kept as it is (no copy, no sum).
+            self._by_model[model] = usage if before is None else before + usage
+
+    def snapshot(self) -> tuple[Usage, dict[str, Usage]]:
+        """`total` and `by_model` read together (one lock, one consistent view)."""
+        with _LOCK:
+            by_model = dict(self._by_model)
+        if len(by_model) <= 1:
+            return (next(iter(by_model.values())) if by_model else _NO_USAGE), by_model
+        total = _NO_USAGE
+        for usage in by_model.values():
+            total = total + usage
+        return total, by_model
 
     @property
     def by_model(self) -> dict[str, Usage]:
