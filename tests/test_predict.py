@@ -293,7 +293,7 @@ async def test_call_sync_inside_a_running_loop_says_to_await() -> None:
 
 
 class _OwnLM(imp.LM):
-    """A user's LM: returns usage and leaves recording it to the program (records_usage is False)."""
+    """A user's LM: returns usage and leaves recording it to the program."""
 
     provider = "mine"
     model = "m1"
@@ -327,12 +327,23 @@ async def test_the_usage_a_users_lm_returns_is_counted_once() -> None:
 async def test_a_recording_lm_is_not_counted_twice() -> None:
     from imp.runtime.usage import track_usage
 
-    assert imp.ScriptedLM.records_usage and not imp.LM.records_usage
-    lm = imp.ScriptedLM([GOOD])  # records one request's usage itself
-    with track_usage() as parent:
-        pred = await imp.call(imp.predict(ESCALATION, lm=lm), ticket="t")
-    assert pred.metadata.usage is not None and pred.metadata.usage.requests == 1
-    assert parent.total.requests == 1
+    class Wrapper(imp.LM):
+        """A user's LM that delegates to one of imp's, which records the usage itself."""
+
+        provider = "wrap"
+        model = "w"
+
+        def __init__(self, inner: imp.LM) -> None:
+            self.inner = inner
+
+        async def request(self, messages: Any, **options: Any) -> imp.LMResponse:
+            return await self.inner.request(messages, **options)
+
+    for lm in (imp.ScriptedLM([GOOD]), Wrapper(imp.ScriptedLM([GOOD]))):  # each records one request itself
+        with track_usage() as parent:
+            pred = await imp.call(imp.predict(ESCALATION, lm=lm), ticket="t")
+        assert pred.metadata.usage is not None and pred.metadata.usage.requests == 1
+        assert parent.total.requests == 1
 
 
 @both_backends

@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from imp._redact import redact_text
 from imp.errors import DeadlineExceeded, LMError
@@ -72,8 +72,6 @@ class HTTPLM(LM):
 
     default_base_url: str = ""
     api_key_env: str | None = None
-    records_usage: ClassVar[bool] = True
-    """This client adds each call's usage to `imp.runtime.usage` itself (callers must not add it again)."""
     unsupported_options: frozenset[str] = frozenset()
 
     def __init__(

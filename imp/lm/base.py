@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from imp._frozen import fast_init
 from imp.history import ToolCall
@@ -121,16 +121,13 @@ class LM(abc.ABC):
 
     Usage: imp's own clients add each response's usage to the open accumulators
     (`imp.runtime.usage.record_usage`) themselves, so direct `await lm.request(...)` calls are
-    counted like a program's, and say so with `records_usage = True`. For any other LM (yours),
-    the program that sent the request records `response.usage`, so a subclass only has to
-    return it.
+    counted like a program's. A subclass only has to return `LMResponse(usage=...)`: when nothing
+    recorded usage during a program's request, the program records the response's.
     """
 
     provider: str = "lm"
     model: str = "unknown"
     capabilities: LMCapabilities = LMCapabilities()
-    records_usage: ClassVar[bool] = False
-    """True when `request` records its responses' usage itself (then programs do not, to count it once)."""
 
     @abc.abstractmethod
     async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:

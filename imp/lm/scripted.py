@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from imp.errors import LMError
 from imp.history import ToolCall
@@ -66,7 +66,6 @@ def to_response(step: Step, *, request_number: int = 1, model: str = "scripted")
 
 class _RecordingLM(LM):
     provider = "scripted"
-    records_usage: ClassVar[bool] = True
 
     def __init__(self, *, model: str, response_format: ResponseFormatSupport, tool_calling: bool) -> None:
         self.model = model

@@ -16,7 +16,7 @@ from imp.prediction import Prediction, PredictionMetadata
 from imp.programs.base import Program
 from imp.runtime.run import current_run
 from imp.runtime.trace import record_exchange
-from imp.runtime.usage import record_usage, track_usage
+from imp.runtime.usage import record_unrecorded, track_usage, usage_mark
 from imp.settings import settings
 from imp.signature import Signature, SignatureLike, as_signature
 
@@ -69,36 +69,29 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
     return values
 
 
-def _record_answer(lm: LM, messages: list[Message], options: Mapping[str, Any], response: LMResponse) -> None:
-    """Record an answered request for `inspect_history`, and its usage unless the LM records it itself."""
-    record_exchange(lm.model, messages, options, response)
-    if not lm.records_usage:
-        record_usage(f"{lm.provider}:{lm.model}", response.usage)
-
-
 async def request(lm: LM, messages: list[Message], options: Mapping[str, Any], **event: Any) -> LMResponse:
-    """One LM request, recorded for `inspect_history` and counted in the open usage accumulators, and
-    reported as `model_request` then `model_response` (model, usage, duration) or `model_error`
-    events with `event`'s fields added, unless the program announced the request itself."""
+    """One LM request, recorded for `inspect_history` and counted once in the open usage
+    accumulators (`record_unrecorded`), and reported as `model_request` then `model_response`
+    (model, usage, duration) or `model_error` events with `event`'s fields added, unless the
+    program announced the request itself."""
     run = current_run()
-    if run is None or run.on_event is None or run.model_request_announced:
-        try:
-            response = await lm.request(messages, **options)
-        except LMError as exc:
-            record_exchange(lm.model, messages, options, None, str(exc))
-            raise
-        _record_answer(lm, messages, options, response)
-        return response
-    run.deliver("model_request", {"model": f"{lm.provider}:{lm.model}", "messages": len(messages), **event})
+    if run is not None and (run.on_event is None or run.model_request_announced):
+        run = None  # no events of its own
+    if run is not None:
+        run.deliver("model_request", {"model": f"{lm.provider}:{lm.model}", "messages": len(messages), **event})
     started = time.perf_counter()
+    mark = usage_mark()
     try:
         response = await lm.request(messages, **options)
     except LMError as exc:
         record_exchange(lm.model, messages, options, None, str(exc))
-        run.deliver("model_error", model_error_fields(lm, exc, time.perf_counter() - started) | event)
+        if run is not None:
+            run.deliver("model_error", model_error_fields(lm, exc, time.perf_counter() - started) | event)
         raise
-    _record_answer(lm, messages, options, response)
-    run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | event)
+    record_exchange(lm.model, messages, options, response)
+    record_unrecorded(mark, f"{lm.provider}:{lm.model}", response.usage)
+    if run is not None:
+        run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | event)
     return response
 
 

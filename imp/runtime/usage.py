@@ -7,7 +7,7 @@ from contextvars import ContextVar, Token
 
 from imp.lm.base import Usage
 
-__all__ = ["UsageAccumulator", "record_usage", "track_usage"]
+__all__ = ["UsageAccumulator", "UsageMark", "record_unrecorded", "record_usage", "track_usage", "usage_mark"]
 
 _NO_USAGE = Usage()  # frozen: one shared instance for "nothing recorded"
 
@@ -20,10 +20,11 @@ would be one more object per predict call."""
 class UsageAccumulator:
     """Sums usage per model (`"provider:model"`) for everything run inside its `track_usage` block."""
 
-    __slots__ = ("_by_model", "_token")
+    __slots__ = ("_by_model", "_records", "_token")
 
     def __init__(self) -> None:
         self._by_model: dict[str, Usage] = {}
+        self._records = 0
         self._token: Token[tuple[UsageAccumulator, ...]] | None = None
 
     def __enter__(self) -> UsageAccumulator:
@@ -38,6 +39,7 @@ class UsageAccumulator:
     def add(self, model: str, usage: Usage) -> None:
         """Add one call's usage under its model's key."""
         with _LOCK:
+            self._records += 1
             before = self._by_model.get(model)
             # Usage is frozen: the first call's value is kept as it is (no copy, no sum).
             self._by_model[model] = usage if before is None else before + usage
@@ -79,6 +81,31 @@ def record_usage(model: str, usage: Usage) -> None:
     """Add one call's usage to every accumulator open in this context (parents included)."""
     for accumulator in _accumulators.get():
         accumulator.add(model, usage)
+
+
+type UsageMark = tuple[UsageAccumulator, int] | None
+"""The innermost open accumulator and how many records it had, taken before an LM request."""
+
+
+def usage_mark() -> UsageMark:
+    """Note the innermost accumulator's record count before an LM request (see `record_unrecorded`)."""
+    accumulators = _accumulators.get()
+    if not accumulators:
+        return None
+    inner = accumulators[-1]
+    return inner, inner._records
+
+
+def record_unrecorded(mark: UsageMark, model: str, usage: Usage) -> None:
+    """Record a response's usage unless something recorded usage since `mark`.
+
+    imp's own LMs record their usage themselves (so a direct `await lm.request(...)` is counted),
+    as does a user's LM that delegates to one of them; a user's LM that only returns
+    `LMResponse(usage=...)` records nothing, and the program that sent the request records it.
+    Either way each request is counted once.
+    """
+    if mark is not None and mark[0]._records == mark[1]:
+        record_usage(model, usage)
 
 
 def track_usage() -> UsageAccumulator:
