@@ -10,6 +10,7 @@ subprocess, so one runner's heap never counts against another's.
     .venv-bench/bin/python benchmarks/concurrency.py                   # the table (1,000 and 10,000)
     .venv-bench/bin/python benchmarks/concurrency.py -n 1000           # one size
     .venv-bench/bin/python benchmarks/concurrency.py --only imp --profile   # where imp's time goes
+    .venv-bench/bin/python benchmarks/concurrency.py --only imp --gc-threshold  # with the collector tuned
 
 The runners (the model answers in the framework's own format, and the framework parses it):
 
@@ -27,6 +28,9 @@ The runners (the model answers in the framework's own format, and the framework 
 Every model waits with `asyncio.sleep`, so the frameworks differ only in their own work.
 
 Targets (issue 5): imp within 2x of the ideal at 1,000 and 4x at 10,000, under 20 KB per call.
+The 10,000 target is out of reach here: the floor alone takes 2.7-4.3x, which leaves 1-5 us per
+call for everything a framework does, and imp's own work (format, parse, validate, metadata,
+usage) is about 15 us per call before the garbage collector's share (docs/runtime.md, Measured).
 """
 
 from __future__ import annotations
@@ -220,7 +224,12 @@ def batch_for(kind: str) -> Callable[[list[str]], Awaitable[list[str]]]:
     return pydantic_ai_batch()
 
 
-def child(kind: str, n: int, profile: bool, repeat: int = 3) -> dict[str, Any]:
+GC_THRESHOLD = (50_000, 50, 1000)
+"""`--gc-threshold`: what a service keeping thousands of calls in flight might set (CPython 3.12's default is
+(700, 10, 10)); the runners then pay for far fewer walks of the heap of live coroutines."""
+
+
+def child(kind: str, n: int, profile: bool, repeat: int = 3, gc_threshold: bool = False) -> dict[str, Any]:
     """One measurement in this (fresh) process: warm up, reset the peak RSS, run N calls at once
     `repeat` times (the median wall time; the peak RSS over all of them)."""
     import warnings
@@ -234,6 +243,8 @@ def child(kind: str, n: int, profile: bool, repeat: int = 3) -> dict[str, Any]:
             raise SystemExit(f"{kind}: wrong answers in the warm-up; the benchmark is wrong")
         qs = questions(n)
         gc.collect()
+        if gc_threshold:
+            gc.set_threshold(*GC_THRESHOLD)
         resettable = reset_peak()
         base = _status("VmRSS")
         profiler: Any = None
@@ -265,8 +276,8 @@ def child(kind: str, n: int, profile: bool, repeat: int = 3) -> dict[str, Any]:
     return asyncio.run(main())
 
 
-def run_child(kind: str, n: int) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--child", kind, "-n", str(n)]
+def run_child(kind: str, n: int, gc_threshold: bool = False) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", kind, "-n", str(n)] + (["--gc-threshold"] if gc_threshold else [])
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False)
     except subprocess.TimeoutExpired:
@@ -295,10 +306,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", choices=["imp", "dspy", "pydantic-ai"], help="one framework")
     parser.add_argument("--child", choices=RUNNERS, help=argparse.SUPPRESS)
     parser.add_argument("--profile", action="store_true", help="cProfile imp's runners (in this process)")
+    parser.add_argument(
+        "--gc-threshold", action="store_true", help=f"gc.set_threshold{GC_THRESHOLD} in every runner after its warm-up"
+    )
     args = parser.parse_args(argv)
     sizes = tuple(args.n or SIZES)
     if args.child:
-        print(json.dumps(child(args.child, sizes[0], args.profile, repeat=1 if args.child == "dspy-parallel" else 3)))
+        repeat = 1 if args.child == "dspy-parallel" else 3
+        print(json.dumps(child(args.child, sizes[0], args.profile, repeat=repeat, gc_threshold=args.gc_threshold)))
         return 0
     kinds = [k for k in RUNNERS if args.only is None or k.startswith(args.only) or k == "floor"]
     if args.profile:
@@ -313,7 +328,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"predict('question -> answer') against an LM that sleeps {LATENCY * 1000:.0f} ms; ideal wall time {LATENCY:.3f} s"
     )
-    print("memory: peak RSS growth during the batch / calls in flight (fresh subprocess per row)\n")
+    print("memory: peak RSS growth during the batch / calls in flight (fresh subprocess per row)")
+    if args.gc_threshold:
+        print(f"every runner with gc.set_threshold{GC_THRESHOLD} (not the default: the targets are checked without it)")
+    print()
     width = max(len(v) for v in LABELS.values())
     head = f"  {'runner':<{width}}  {'N':>6}  {'wall s':>7}  {'x ideal':>7}  {'KB/call':>8}  notes"
     print(head)
@@ -326,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if missing:
                 print(f"  {LABELS[kind]:<{width}}  {n:>6}  {'-':>7}  {'-':>7}  {'-':>8}  {missing}")
                 continue
-            r = run_child(kind, n)
+            r = run_child(kind, n, args.gc_threshold)
             if "error" in r:
                 print(f"  {LABELS[kind]:<{width}}  {n:>6}  {'-':>7}  {'-':>7}  {'-':>8}  {r['error']}")
                 continue
@@ -352,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"  {LABELS[kind]:<{width}}  {n:>6}  {r['wall']:>7.3f}  {ratio:>7.1f}  {per_call:>8.1f}  {'; '.join(notes)}",
                 flush=True,
             )
-            if kind.startswith("imp") and n in TARGETS:
+            if kind.startswith("imp") and n in TARGETS and not args.gc_threshold:
                 ok = ratio <= TARGETS[n] and per_call * 1000 <= TARGET_BYTES and not r["wrong"]
                 verdicts.append(
                     f"  => {LABELS[kind]} at N={n}: x{ratio:.2f} of ideal (target x{TARGETS[n]:.0f}), "
