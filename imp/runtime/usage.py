@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 
 from imp.lm.base import Usage
 
@@ -18,23 +18,33 @@ would be one more object per predict call."""
 
 
 class UsageAccumulator:
-    """Sums usage per model (`"provider:model"`) for everything run inside its `track_usage` block."""
+    """Sums usage per model (`"provider:model"`) for everything run inside its `track_usage` block.
 
-    __slots__ = ("_by_model", "_records", "_token")
+    Open accumulators form a chain through `_parent` (innermost first), held by one context
+    variable: entering one sets the variable once and keeps nothing else alive while the block
+    runs (no token, no tuple), which matters with thousands of calls in flight.
+    """
+
+    __slots__ = ("_by_model", "_open", "_parent", "_records")
 
     def __init__(self) -> None:
         self._by_model: dict[str, Usage] = {}
         self._records = 0
-        self._token: Token[tuple[UsageAccumulator, ...]] | None = None
+        self._parent: UsageAccumulator | None = None
+        self._open = False
 
     def __enter__(self) -> UsageAccumulator:
-        self._token = _accumulators.set((*_accumulators.get(), self))
+        if self._open:
+            raise RuntimeError("this usage accumulator is already open; use a new track_usage() block")
+        self._parent = _innermost.get()
+        _innermost.set(self)
+        self._open = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._token is not None:
-            _accumulators.reset(self._token)
-            self._token = None
+        if self._open:
+            _innermost.set(self._parent)  # the same as resetting: blocks nest within one context
+            self._open = False
 
     def add(self, model: str, usage: Usage) -> None:
         """Add one call's usage under its model's key."""
@@ -74,13 +84,15 @@ class UsageAccumulator:
         return total
 
 
-_accumulators: ContextVar[tuple[UsageAccumulator, ...]] = ContextVar("imp_usage", default=())
+_innermost: ContextVar[UsageAccumulator | None] = ContextVar("imp_usage", default=None)
 
 
 def record_usage(model: str, usage: Usage) -> None:
     """Add one call's usage to every accumulator open in this context (parents included)."""
-    for accumulator in _accumulators.get():
+    accumulator = _innermost.get()
+    while accumulator is not None:
         accumulator.add(model, usage)
+        accumulator = accumulator._parent
 
 
 type UsageMark = tuple[UsageAccumulator, int] | None
@@ -89,11 +101,8 @@ type UsageMark = tuple[UsageAccumulator, int] | None
 
 def usage_mark() -> UsageMark:
     """Note the innermost accumulator's record count before an LM request (see `record_unrecorded`)."""
-    accumulators = _accumulators.get()
-    if not accumulators:
-        return None
-    inner = accumulators[-1]
-    return inner, inner._records
+    inner = _innermost.get()
+    return None if inner is None else (inner, inner._records)
 
 
 def record_unrecorded(mark: UsageMark, model: str, usage: Usage) -> None:

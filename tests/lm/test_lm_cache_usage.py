@@ -143,6 +143,23 @@ async def test_usage_of_concurrent_children_adds_up(fake: FakeProvider) -> None:
     assert list(outer.by_model) == ["openai:m"]
 
 
+def test_accumulators_nest_and_close_in_order() -> None:
+    from imp.lm.base import Usage
+    from imp.runtime.usage import record_usage
+
+    one = Usage(input_tokens=1, requests=1)
+    with track_usage() as outer:
+        record_usage("a:m", one)
+        with track_usage() as inner:
+            record_usage("b:m", one)
+            with pytest.raises(RuntimeError, match="already open"):
+                inner.__enter__()
+        record_usage("a:m", one)  # the inner block is closed: only the outer one counts this
+    record_usage("a:m", one)  # nothing is open
+    assert inner.total == one and list(inner.by_model) == ["b:m"]
+    assert outer.total.requests == 3 and outer.by_model["a:m"].input_tokens == 2
+
+
 async def test_stream_records_usage(fake: FakeProvider, openai_lm: HTTPLM) -> None:
     fake.add_fixture("deepseek/stream_reasoning_content.json")
     with track_usage() as usage:
