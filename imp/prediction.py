@@ -116,9 +116,10 @@ class Prediction(_Fields):
         *,
         complete: bool = True,
     ) -> None:
-        object.__setattr__(self, "_fields", dict(fields or {}))
-        object.__setattr__(self, "_metadata", metadata or PredictionMetadata())
-        object.__setattr__(self, "_complete", complete)
+        # Straight through the slots' descriptors (`__setattr__` refuses): one Prediction per call.
+        _set_fields(self, dict(fields) if fields else {})
+        _set_metadata(self, PredictionMetadata() if metadata is None else metadata)
+        _set_complete(self, complete)
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -146,6 +147,11 @@ class Prediction(_Fields):
     def __repr__(self) -> str:
         tail = "" if self._complete else ", complete=False"
         return f"Prediction({self._body()}{tail})"
+
+
+_set_fields = _Fields.__dict__["_fields"].__set__
+_set_metadata = Prediction.__dict__["_metadata"].__set__
+_set_complete = Prediction.__dict__["_complete"].__set__
 
 
 class Example(_Fields):

@@ -52,6 +52,8 @@ def resolve_lm(lm: LM | None) -> LM:
 def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """Fill input defaults, warn about unknown inputs, refuse missing required ones (before any LM call)."""
     values = dict(inputs)
+    if values.keys() == signature.inputs.keys():  # the usual call: every input, nothing else
+        return values
     unknown = [k for k in values if k not in signature.inputs and k not in _METADATA_INPUTS]
     if unknown and settings().warn_on_unknown_inputs:
         warnings.warn(
