@@ -27,6 +27,9 @@ def fast_init[T](cls: type[T]) -> type[T]:
         raise TypeError(f"fast_init is for frozen, slotted dataclasses; {cls.__name__} is not one")
     if hasattr(cls, "__post_init__"):
         raise TypeError(f"fast_init does not run __post_init__; {cls.__name__} has one")
+    declared = list(inspect.signature(cls.__init__).parameters)[1:]
+    if declared != [f.name for f in dataclasses.fields(cls)]:  # type: ignore[arg-type]
+        raise TypeError(f"fast_init handles plain fields only; {cls.__name__}'s __init__ takes {declared}")
     namespace: dict[str, Any] = {"_NO_VALUE": _NO_VALUE}
     args: list[str] = []
     body: list[str] = []

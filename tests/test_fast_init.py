@@ -73,7 +73,12 @@ def test_it_refuses_classes_it_cannot_speed_up() -> None:
     class KeywordOnly:
         a: int
 
-    for cls in (NoSlots, NotFrozen, PostInit, KeywordOnly):
+    @dataclass(frozen=True, slots=True)
+    class WithInitVar:
+        a: int
+        b: dataclasses.InitVar[int] = 0
+
+    for cls in (NoSlots, NotFrozen, PostInit, KeywordOnly, WithInitVar):
         with pytest.raises(TypeError, match="fast_init"):
             fast_init(cls)
     with pytest.raises(TypeError, match="fast_init"):

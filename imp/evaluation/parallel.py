@@ -69,7 +69,10 @@ async def run_jobs[T](
             error.__cause__ = exc
             return error
 
-    async def worker(stop: Callable[[], object]) -> None:
+    halted = False
+
+    async def worker(stop: Callable[[], object], cancelled: Callable[[], bool]) -> None:
+        nonlocal halted
         for index in pending:  # one shared iterator: each index is taken by exactly one worker
             outcome: T | Exception
             try:
@@ -78,7 +81,10 @@ async def run_jobs[T](
                 outcome = exc
             results[index] = outcome
             if on_done is not None and on_done(index, outcome):
+                halted = True
                 stop()
+                return
+            if halted or cancelled():  # stopped, or cancelled while an item swallowed the cancellation
                 return
 
     workers = min(concurrency, len(jobs))
@@ -87,12 +93,17 @@ async def run_jobs[T](
     else:
         async with anyio.create_task_group() as group:
             for _ in range(workers):
-                group.start_soon(worker, group.cancel_scope.cancel, name="imp.parallel worker")
+                group.start_soon(worker, group.cancel_scope.cancel, _anyio_cancelled, name="imp.parallel worker")
     # When the caller's deadline passed, items may have ended without reaching a checkpoint;
     # let its cancellation win rather than return a batch the deadline cut short.
     await anyio.lowlevel.checkpoint_if_cancelled()
     raise_if_cut_by_deadline(results)
     return results  # type: ignore[return-value]  # every slot is filled unless on_done stopped the run
+
+
+def _anyio_cancelled() -> bool:
+    """Whether the calling task's cancel scope is cancelled (its effective deadline is minus infinity)."""
+    return anyio.current_effective_deadline() == -math.inf
 
 
 def _running_on_asyncio() -> bool:
@@ -104,14 +115,18 @@ def _running_on_asyncio() -> bool:
     return True
 
 
-async def _asyncio_workers(worker: Callable[[Callable[[], object]], Coroutine[Any, Any, None]], count: int) -> None:
+type _Worker = Callable[[Callable[[], object], Callable[[], bool]], Coroutine[Any, Any, None]]
+
+
+async def _asyncio_workers(worker: _Worker, count: int) -> None:
     """Run `count` workers as plain asyncio tasks in an `asyncio.TaskGroup`.
 
     On asyncio this replaces anyio's task group, whose bookkeeping per task (a wrapper coroutine,
     a task state, a done callback and its closure) made `imp.parallel` at 10,000 items in flight
     twice as slow as `asyncio.gather` (benchmarks/concurrency.py). The semantics are the same: a
     cancelled caller (an `imp.deadline`, a closed request) cancels every worker and waits for them;
-    `stop` cancels the other workers and the run ends normally.
+    `stop` cancels the other workers and the run ends normally. asyncio delivers a cancellation
+    once, so a worker also stops taking items while its task has one pending (`cancelling()`).
     """
     tasks: list[asyncio.Task[None]] = []
 
@@ -121,9 +136,13 @@ async def _asyncio_workers(worker: Callable[[Callable[[], object]], Coroutine[An
             if task is not me:
                 task.cancel()
 
+    def cancelled() -> bool:
+        task = asyncio.current_task()
+        return task is not None and task.cancelling() > 0
+
     async with asyncio.TaskGroup() as group:
         for _ in range(count):
-            tasks.append(group.create_task(worker(stop)))
+            tasks.append(group.create_task(worker(stop, cancelled)))
 
 
 def raise_if_cut_by_deadline(outcomes: Sequence[object]) -> None:

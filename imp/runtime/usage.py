@@ -74,14 +74,7 @@ class UsageAccumulator:
     @property
     def total(self) -> Usage:
         """Usage summed over every model."""
-        with _LOCK:
-            usages = tuple(self._by_model.values())
-        if len(usages) <= 1:
-            return usages[0] if usages else _NO_USAGE
-        total = _NO_USAGE
-        for usage in usages:
-            total = total + usage
-        return total
+        return self.snapshot()[0]
 
 
 _innermost: ContextVar[UsageAccumulator | None] = ContextVar("imp_usage", default=None)

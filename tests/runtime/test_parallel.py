@@ -189,3 +189,38 @@ async def test_a_deadline_passing_mid_batch_raises_rather_than_return_a_cut_batc
 async def test_inputs_may_be_given_by_keyword() -> None:
     results = await parallel(imp.predict(QA, lm=answering_lm(echo)), inputs=[{"question": "k"}])
     assert [r.answer for r in results] == ["K"]  # type: ignore[union-attr]
+
+
+async def test_a_cancelled_run_takes_no_more_items_even_when_one_swallows_the_cancellation(anyio_backend: str) -> None:
+    from imp.evaluation.parallel import run_jobs
+
+    started: list[int] = []
+
+    def stubborn(i: int) -> Any:
+        async def job() -> str:
+            started.append(i)
+            try:
+                await anyio.sleep(5)
+            except anyio.get_cancelled_exc_class():
+                return f"{i} swallowed it"  # a badly behaved item: it keeps running after a cancel
+            return f"{i} done"
+
+        return job
+
+    async def failing() -> str:
+        await anyio.sleep(0.02)  # the other worker has started its item by now
+        raise RuntimeError("boom")
+
+    # The caller's cancellation: the worker finishes its stubborn item and takes no other.
+    with anyio.move_on_after(0.05):
+        await run_jobs([stubborn(i) for i in range(4)], concurrency=1)
+    assert started == [0]
+
+    # on_done stops the run: the other worker's stubborn item ends, and it takes no other.
+    started.clear()
+    results = await run_jobs(
+        [failing, stubborn(1), stubborn(2), stubborn(3)],
+        concurrency=2,
+        on_done=lambda index, outcome: isinstance(outcome, Exception),
+    )
+    assert started == [1] and results[1] == "1 swallowed it" and results[2:] == [None, None]
