@@ -26,7 +26,7 @@ from imp.runtime.run import current_run, emit
 from imp.runtime.usage import track_usage
 from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
-from imp.tools import ExecutionCancelled, Tool, ToolError, ToolEvent, ToolPolicy, run_tool_calls, tool
+from imp.tools import ExecutionCancelled, Tool, ToolError, ToolEvent, ToolPolicy, as_tool, run_tool_calls, tool
 from imp.tools.policy import validate_policy
 from imp.values import type_name
 
@@ -172,7 +172,7 @@ class ReAct(Program):
     handles_deadline: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tools", tuple(_as_tool(t) for t in self.tools))
+        object.__setattr__(self, "tools", tuple(as_tool(t, "imp.react") for t in self.tools))
         object.__setattr__(self, "demos", tuple(self.demos))
         object.__setattr__(self, "last_request_tools", tuple(self.last_request_tools))
         object.__setattr__(self, "finish_on", dict(self.finish_on))
@@ -895,16 +895,6 @@ def _check_max_iters(value: Any) -> None:
 def _check_finish(value: Any) -> None:
     if value not in ("auto", "submit", "tools"):
         raise ValueError(f"finish is 'auto', 'submit' or 'tools', got {value!r}")
-
-
-def _as_tool(value: Any) -> Tool:
-    """A program's tool: an `imp.Tool` as it is, a plain function made one with `imp.tool` (as DSPy does)."""
-    if isinstance(value, Tool):
-        return value
-    if callable(value) and not isinstance(value, type):
-        made: Tool = tool(value)
-        return made
-    raise TypeError(f"imp.react takes imp tools or functions, got {type(value).__name__}")
 
 
 def react(

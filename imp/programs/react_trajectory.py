@@ -10,7 +10,7 @@ A request over the context window is retried with the oldest steps of the trajec
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -27,7 +27,7 @@ from imp.runtime.run import current_run, emit
 from imp.runtime.usage import track_usage
 from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
-from imp.tools import Tool, ToolEvent, ToolPolicy, format_tool_result, run_tool_calls, tool
+from imp.tools import Tool, ToolEvent, ToolPolicy, as_tool, format_tool_result, run_tool_calls, tool
 from imp.tools.policy import validate_policy
 
 __all__ = ["FINISH", "MAX_TRIMS", "ReActTrajectory", "react_trajectory"]
@@ -92,11 +92,8 @@ class ReActTrajectory(Program):
     """The extraction's ChainOfThought (task inputs, trajectory -> the task's outputs)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "tools", tuple(as_tool(t, "imp.react_trajectory") for t in self.tools))
         object.__setattr__(self, "demos", tuple(self.demos))
-        for t in self.tools:
-            if not isinstance(t, Tool):
-                raise TypeError(f"imp.react_trajectory takes imp tools (made with imp.tool), got {type(t).__name__}")
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
             raise ValueError(f"two tools share a name: {sorted({n for n in names if names.count(n) > 1})}")
@@ -286,7 +283,7 @@ def _check_max_iters(value: Any) -> None:
 
 
 def react_trajectory(
-    signature: SignatureLike | type[Signature], tools: Sequence[Tool], **options: Any
+    signature: SignatureLike | type[Signature], tools: Sequence[Tool | Callable[..., Any]], **options: Any
 ) -> ReActTrajectory:
     """A trajectory ReAct program (experimental): `lm`, `adapter`, `demos`, `config`, `adapter_opts`,
     `max_iters`, `tool_policy`. Demos are the task's examples and go to the extraction."""

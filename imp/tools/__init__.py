@@ -21,7 +21,7 @@ from imp.tools.format import format_tool_result, format_tool_value
 from imp.tools.policy import PolicyFunction, ToolPolicy, check_policy
 from imp.tools.run import DEFAULT_TOOL_THREADS, run_tool_calls, tool_thread_limiter
 from imp.tools.schema import SchemaProblem, check_arguments, decode_arguments
-from imp.tools.tool import RESERVED_TOOL_NAMES, CallWith, Tool, tool
+from imp.tools.tool import RESERVED_TOOL_NAMES, CallWith, Tool, as_tool, tool
 
 __all__ = [
     "DEFAULT_AUTHORIZE_TIMEOUT",
@@ -46,6 +46,7 @@ __all__ = [
     "ToolOutcome",
     "ToolPolicy",
     "ToolResult",
+    "as_tool",
     "ask_authorizer",
     "check_arguments",
     "check_policy",

@@ -15,7 +15,7 @@ import pydantic
 
 from imp.tools.schema import EMPTY_OBJECT_SCHEMA, arguments_model, model_schema
 
-__all__ = ["RESERVED_TOOL_NAMES", "CallWith", "Tool", "tool"]
+__all__ = ["RESERVED_TOOL_NAMES", "CallWith", "Tool", "as_tool", "tool"]
 
 RESERVED_TOOL_NAMES = frozenset({"submit"})
 """Names only imp's own (internal) tools may take; the loop offers `submit` itself."""
@@ -243,3 +243,14 @@ def tool(
     if fn is None:
         return build
     return build(fn)
+
+
+def as_tool(value: Any, taker: str) -> Tool:
+    """A program's tool: an `imp.Tool` as it is, a plain function made one with `tool` (as DSPy
+    does); anything else is refused, naming the program (`taker`) that was given it."""
+    if isinstance(value, Tool):
+        return value
+    if callable(value) and not isinstance(value, type):
+        made: Tool = tool(value)
+        return made
+    raise TypeError(f"{taker} takes imp tools or functions, got {type(value).__name__}")

@@ -400,3 +400,16 @@ def test_an_unreadable_extraction_is_incomplete(run: Run) -> None:
     assert prediction.metadata.termination_reason == "incomplete"
     assert prediction.metadata.termination_cause == "parse_error"
     assert prediction.metadata.extra["trajectory"]["tool_name_0"] == FINISH
+
+
+def test_a_plain_function_is_taken_as_a_tool_and_anything_else_is_refused() -> None:
+    def lookup(ticket: str) -> str:
+        """Look a ticket up."""
+        return "atlas"
+
+    program = react_trajectory("ticket -> team", [lookup])
+    assert [t.name for t in program.tools] == ["lookup"] and program.tools[0].description == "Look a ticket up."
+    with pytest.raises(TypeError, match=r"imp\.react_trajectory takes imp tools or functions, got int"):
+        react_trajectory("ticket -> team", [3])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"imp\.react takes imp tools or functions, got str"):
+        imp.react("ticket -> team", ["lookup"])  # type: ignore[list-item]
