@@ -2,82 +2,15 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, overload
+from typing import Any, overload
 
 from imp._redact import redact
+from imp.records import ToolCall, ToolOutcome, ToolResult
+from imp.records import plain as _plain
 
 __all__ = ["History", "ToolCall", "ToolOutcome", "ToolResult", "format_tool_result"]
-
-ToolOutcome = Literal["result", "refused", "auth_refused", "not_sent", "unknown"]
-"""How a tool call ended: it ran, it was refused before running, authorization refused it,
-it was never sent, or its fate is unknown (it raised, timed out or was cancelled)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One native tool call the model made: its id, the tool's name and its JSON arguments."""
-
-    id: str
-    name: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-
-    def dump(self) -> dict[str, Any]:
-        """A JSON-friendly copy."""
-        return {"id": self.id, "name": self.name, "arguments": _plain(self.arguments)}
-
-    @classmethod
-    def load(cls, data: Mapping[str, Any]) -> ToolCall:
-        """Read a call from its dump, or from an OpenAI-shaped or loosely named mapping."""
-        fn = data.get("function")
-        source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else data
-        name = source.get("name") or source.get("tool") or source.get("recipient_name") or ""
-        args = source.get("arguments", source.get("args", source.get("parameters", {})))
-        if isinstance(args, str):
-            from imp.values import load_json_object
-
-            args = load_json_object(args)
-        return cls(id=str(data.get("id") or ""), name=str(name), arguments=dict(args or {}))
-
-
-@dataclass(frozen=True, slots=True)
-class ToolResult:
-    """The result of one tool call, matched to the call by id, with its outcome."""
-
-    id: str
-    name: str
-    result: Any = None
-    outcome: ToolOutcome = "result"
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """Whether the tool ran and returned a result."""
-        return self.outcome == "result" and self.error is None
-
-    def dump(self) -> dict[str, Any]:
-        """A JSON-friendly copy."""
-        out: dict[str, Any] = {"id": self.id, "name": self.name, "result": _plain(self.result), "outcome": self.outcome}
-        if self.error is not None:
-            out["error"] = self.error
-        return out
-
-    @classmethod
-    def load(cls, data: Mapping[str, Any]) -> ToolResult:
-        """Read a result from its dump."""
-        outcome = data.get("outcome", "result")
-        if outcome not in ("result", "refused", "auth_refused", "not_sent", "unknown"):
-            raise ValueError(f"unknown tool outcome {outcome!r}")
-        return cls(
-            id=str(data.get("id", "")),
-            name=str(data.get("name", "")),
-            result=data.get("result"),
-            outcome=outcome,
-            error=data.get("error"),
-        )
 
 
 def format_tool_result(result: ToolResult) -> str:
@@ -179,20 +112,6 @@ def _freeze_turn(turn: Turn) -> dict[str, Any]:
             r if isinstance(r, ToolResult) else ToolResult.load(r) for r in out["tool_call_results"]
         )
     return out
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, ToolCall | ToolResult):
-        return value.dump()
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, _dt.datetime | _dt.date):
-        return value.isoformat()
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    return value
 
 
 def _dump_turn(turn: Turn) -> dict[str, Any]:

@@ -11,10 +11,12 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Union
 
-import json_repair
 import pydantic
 from pydantic_core import to_jsonable_python
 
+from imp._json import loads as load_json
+from imp._json import loads_object as load_json_object
+from imp._json import unwrap_fence
 from imp.signature import Field, Signature
 
 __all__ = [
@@ -34,7 +36,6 @@ __all__ = [
 ]
 
 _NONE = type(None)
-_FENCE = re.compile(r"\A\s*```[A-Za-z0-9_-]*[ \t]*\n?(.*?)\n?```\s*\Z", re.DOTALL)
 _INT = re.compile(r"[+-]?\d+")
 _TRUE = frozenset({"true", "yes", "1"})
 _FALSE = frozenset({"false", "no", "0"})
@@ -223,33 +224,6 @@ def _numbered(items: list[Any] | tuple[Any, ...]) -> str:
 
 
 # --- reading values out of replies ----------------------------------------------------------
-
-
-def unwrap_fence(text: str) -> str:
-    """The body of a fenced ```json ... ``` block, or the text as it is."""
-    match = _FENCE.match(text)
-    return match.group(1) if match else text
-
-
-def load_json(text: str) -> Any:
-    """Decode JSON, repairing what can be repaired (Python-dict spelling, trailing commas, fences)."""
-    body = unwrap_fence(text).strip()
-    try:
-        return json.loads(body)
-    except ValueError:
-        pass
-    try:
-        return json_repair.loads(body)
-    except Exception as exc:  # json_repair raises assorted errors on hopeless input
-        raise ValueError(f"not JSON: {exc}") from None
-
-
-def load_json_object(text: str) -> dict[str, Any]:
-    """Decode a JSON object (repairing it), or raise ValueError."""
-    value = load_json(text)
-    if not isinstance(value, dict):
-        raise ValueError("not a JSON object")
-    return value
 
 
 Coercer = Callable[[str], Any]

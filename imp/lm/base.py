@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from imp._frozen import fast_init
-from imp.history import ToolCall
+from imp.records import NO_USAGE, Message, ToolCall, Usage
 
 __all__ = [
     "LM",
@@ -20,58 +20,10 @@ __all__ = [
     "Usage",
 ]
 
-Message = dict[str, Any]
-"""An OpenAI-style chat message: `role`, `content`, and where they apply `name`,
-`tool_calls` (OpenAI-shaped dicts) and `tool_call_id`."""
-
 ResponseFormatSupport = Literal["none", "json_object", "json_schema"]
 """How much structured output an LM accepts through `response_format`."""
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token counts (and provider-reported cost) of one or more LM calls."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost: float | None = None
-    requests: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        cost = None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0)
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cached_tokens=self.cached_tokens + other.cached_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-            cost=cost,
-            requests=self.requests + other.requests,
-        )
-
-    def dump(self) -> dict[str, Any]:
-        """A JSON-friendly dict."""
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cached_tokens": self.cached_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cost": self.cost,
-            "requests": self.requests,
-        }
-
-    @property
-    def total_tokens(self) -> int:
-        """Input plus output tokens."""
-        return self.input_tokens + self.output_tokens
-
-
-_NO_USAGE = Usage()
-"""The usage of a response that reports none (frozen, so one instance serves every response)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +47,7 @@ class LMResponse:
     reasoning: str | None = None
     reasoning_data: Any = None
     """The provider's own reasoning payload, kept verbatim to continue a turn."""
-    usage: Usage = _NO_USAGE
+    usage: Usage = NO_USAGE
     finish_reason: str | None = "stop"
     model: str | None = None
     request_id: str | None = None

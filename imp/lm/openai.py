@@ -23,7 +23,6 @@ __all__ = ["OpenAILM", "OpenRouterLM"]
 
 _REASONING_MODEL = re.compile(r"^(gpt-5|o[134])([-_:.].*)?$")
 _REASONING_KEYS = ("reasoning_content", "reasoning", "reasoning_details", "thought_signature", "extra_content")
-_MESSAGE_KEYS = ("role", "content", "tool_call_id")
 
 
 class OpenAILM(HTTPLM):
@@ -125,7 +124,11 @@ def _short(body: Any) -> Any:
 
 
 def _wire_message(message: Message) -> dict[str, Any]:
-    out = {k: message[k] for k in _MESSAGE_KEYS if k in message}
+    out: dict[str, Any] = {"role": message["role"]}
+    if "content" in message:
+        out["content"] = message["content"]
+    if "tool_call_id" in message:
+        out["tool_call_id"] = message["tool_call_id"]
     name = message.get("name")
     if isinstance(name, str) and name:
         out["name"] = name

@@ -77,7 +77,7 @@ class _RecordingLM(LM):
         return response
 
     def _record(self, messages: Sequence[Message], options: Mapping[str, Any]) -> int:
-        self.requests.append(ScriptedRequest([dict(m) for m in messages], dict(options)))
+        self.requests.append(ScriptedRequest([Message(**m) for m in messages], dict(options)))
         return len(self.requests)
 
 
