@@ -12,7 +12,7 @@ import anyio
 
 from imp.errors import DeadlineExceeded
 
-__all__ = ["current_deadline", "deadline", "time_left"]
+__all__ = ["current_deadline", "deadline", "self_ending", "time_left"]
 
 BACKSTOP_SECONDS = 0.01
 """imp's own work ends itself exactly at the deadline (a predict raises, a react turn returns what it
@@ -21,6 +21,20 @@ has); the block's cancel scope fires this much later, as a backstop for other co
 # An absolute time.monotonic() value. (trio's clock carries a random offset, so the loop's own
 # clock is only used through relative anyio scopes.)
 _deadline: ContextVar[float | None] = ContextVar("imp_deadline", default=None)
+
+
+class _Backstop:
+    """A deadline block's backstop scope, held off while work that ends itself at the deadline runs."""
+
+    __slots__ = ("at", "holds", "scope")
+
+    def __init__(self, scope: anyio.CancelScope, at: float) -> None:
+        self.scope = scope
+        self.at = at
+        self.holds = 0
+
+
+_backstops: ContextVar[tuple[_Backstop, ...]] = ContextVar("imp_deadline_backstops", default=())
 
 
 def current_deadline() -> float | None:
@@ -52,8 +66,33 @@ def deadline(seconds: float) -> Iterator[None]:
     try:
         backstop = anyio.current_time() + max(0.0, at - time.monotonic()) + BACKSTOP_SECONDS
         with anyio.CancelScope(deadline=backstop) as scope:
-            yield
+            held = _backstops.set((*_backstops.get(), _Backstop(scope, backstop)))
+            try:
+                yield
+            finally:
+                _backstops.reset(held)
         if scope.cancelled_caught:
             raise DeadlineExceeded(f"the deadline of {seconds:g}s passed")
     finally:
         _deadline.reset(token)
+
+
+@contextmanager
+def self_ending() -> Iterator[None]:
+    """Inside, the work ends itself at the deadline (a react turn returns what it has): the backstops wait.
+
+    Under load the backstop, 10 ms after the deadline, could fire before the work's own timer has
+    unwound; so while such work runs the enclosing deadlines' backstops are held off, and put back
+    (at least `BACKSTOP_SECONDS` from now) when the last such work inside them is done.
+    """
+    held = [b for b in _backstops.get() if not b.scope.cancel_called]
+    for backstop in held:
+        backstop.holds += 1
+        backstop.scope.deadline = math.inf
+    try:
+        yield
+    finally:
+        for backstop in held:
+            backstop.holds -= 1
+            if backstop.holds == 0:
+                backstop.scope.deadline = max(backstop.at, anyio.current_time() + BACKSTOP_SECONDS)
