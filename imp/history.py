@@ -1,16 +1,14 @@
-"""History (conversation turns), ToolCall and ToolResult: the record a program replays."""
+"""History: the turns (typed `Step` records) a program replays, and how a tool result reads to the model."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any, overload
 
 from imp._redact import redact
-from imp.records import ToolCall, ToolOutcome, ToolResult
-from imp.records import plain as _plain
+from imp.records import Step, ToolCall, ToolOutcome, ToolResult
 
-__all__ = ["History", "ToolCall", "ToolOutcome", "ToolResult", "format_tool_result"]
+__all__ = ["History", "Step", "ToolCall", "ToolOutcome", "ToolResult", "format_tool_result"]
 
 
 def format_tool_result(result: ToolResult) -> str:
@@ -25,35 +23,31 @@ def format_tool_result(result: ToolResult) -> str:
 
 
 Turn = Mapping[str, Any]
+"""What a history accepts as a turn: a `Step`, or a mapping in a step's saved shape."""
 
 
-class History(Sequence[Turn]):
-    """An immutable list of turns: signature-shaped field mappings, or ReAct steps.
+class History(Sequence[Step]):
+    """An immutable list of turns, each a `Step`: a conversation turn's fields, or a tool-loop step.
 
-    A turn may also hold `user_name` / `assistant_name` (message names, never rendered as
-    fields), and a native tool step holds `next_thought`, `tool_calls` and `tool_call_results`.
+    A turn given as a mapping (signature-shaped fields, `user_name` / `assistant_name`, and for a
+    tool step `next_thought`, `tool_calls`, `tool_call_results`...) is read into a `Step`.
     """
 
     __slots__ = ("_turns",)
 
     def __init__(self, turns: Iterable[Turn] = ()) -> None:
-        frozen: list[Turn] = []
-        for turn in turns:
-            if not isinstance(turn, Mapping):
-                raise TypeError(f"a history turn must be a mapping of fields, got {type(turn).__name__}")
-            frozen.append(MappingProxyType(_freeze_turn(turn)))
-        self._turns: tuple[Turn, ...] = tuple(frozen)
+        self._turns: tuple[Step, ...] = tuple(Step.load(t) for t in turns)
 
     @property
-    def messages(self) -> tuple[Turn, ...]:
+    def messages(self) -> tuple[Step, ...]:
         """The turns, oldest first."""
         return self._turns
 
     @overload
-    def __getitem__(self, index: int) -> Turn: ...
+    def __getitem__(self, index: int) -> Step: ...
     @overload
     def __getitem__(self, index: slice) -> History: ...
-    def __getitem__(self, index: int | slice) -> Turn | History:
+    def __getitem__(self, index: int | slice) -> Step | History:
         if isinstance(index, slice):
             return History(self._turns[index])
         return self._turns[index]
@@ -61,7 +55,7 @@ class History(Sequence[Turn]):
     def __len__(self) -> int:
         return len(self._turns)
 
-    def __iter__(self) -> Iterator[Turn]:
+    def __iter__(self) -> Iterator[Step]:
         return iter(self._turns)
 
     def __eq__(self, other: object) -> bool:
@@ -89,7 +83,7 @@ class History(Sequence[Turn]):
 
     def dump(self) -> dict[str, Any]:
         """A JSON-friendly copy: `{"type": "history", "messages": [...]}`."""
-        return {"type": "history", "messages": [_dump_turn(t) for t in self._turns]}
+        return {"type": "history", "messages": [t.dump() for t in self._turns]}
 
     @classmethod
     def load(cls, data: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> History:
@@ -100,28 +94,4 @@ class History(Sequence[Turn]):
             raw = data["messages"]
         else:
             raw = list(data)
-        return cls(_load_turn(t) for t in raw)
-
-
-def _freeze_turn(turn: Turn) -> dict[str, Any]:
-    out = dict(turn)
-    if out.get("tool_calls") is not None:
-        out["tool_calls"] = tuple(c if isinstance(c, ToolCall) else ToolCall.load(c) for c in out["tool_calls"])
-    if out.get("tool_call_results") is not None:
-        out["tool_call_results"] = tuple(
-            r if isinstance(r, ToolResult) else ToolResult.load(r) for r in out["tool_call_results"]
-        )
-    return out
-
-
-def _dump_turn(turn: Turn) -> dict[str, Any]:
-    return {str(k): _plain(v) for k, v in turn.items()}
-
-
-def _load_turn(data: Mapping[str, Any]) -> dict[str, Any]:
-    turn = dict(data)
-    if "tool_calls" in turn and turn["tool_calls"] is not None:
-        turn["tool_calls"] = tuple(ToolCall.load(c) for c in turn["tool_calls"])
-    if "tool_call_results" in turn and turn["tool_call_results"] is not None:
-        turn["tool_call_results"] = tuple(ToolResult.load(r) for r in turn["tool_call_results"])
-    return turn
+        return cls(raw)

@@ -7,8 +7,9 @@ of imp, so adapters, models, tools and programs can all name these types.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, NotRequired, Required, TypedDict
 
 from imp._frozen import fast_init
@@ -17,6 +18,7 @@ from imp._json import loads_object
 __all__ = [
     "Message",
     "Role",
+    "Step",
     "ToolCall",
     "ToolOutcome",
     "ToolResult",
@@ -172,13 +174,131 @@ NO_USAGE = Usage()
 """The usage of a response that reports none (frozen, so one instance serves every response)."""
 
 
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+# A step's record fields and the keys they are saved under (the only place these keys are spelled).
+# A conversation turn (no `tool_calls` key) carries only the two message names beside its fields.
+_NAME_KEYS = {"user_name": "user_name", "assistant_name": "assistant_name"}
+_STEP_KEYS = {
+    **_NAME_KEYS,
+    "thought": "next_thought",
+    "tool_calls": "tool_calls",
+    "results": "tool_call_results",
+    "note": "last_request_note",
+    "reasoning": "reasoning",
+    "reasoning_data": "reasoning_data",
+    "loop_note": "_imp_note",
+}
+_ATTR_OF_STEP_KEY = {key: attr for attr, key in _STEP_KEYS.items()}
+_ATTR_OF_NAME_KEY = {key: attr for attr, key in _NAME_KEYS.items()}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Step(Mapping[str, Any]):
+    """One history turn: a conversation turn's fields, or one step of a tool loop.
+
+    `fields` holds the signature's values by name (a step's task inputs on its first step, the
+    outputs on the step that answered). A tool-loop step has `tool_calls` (None marks a
+    conversation turn) and may hold the model's `thought`, the calls' `results`, a
+    `last_request_note`, the provider's `reasoning` / `reasoning_data`, and `loop_note`, the line a
+    loop shows after the step when it replays it. The step also reads as the mapping it is saved
+    as (`step["tool_calls"]`, `step.get("next_thought")`), so code written for that shape works.
+    """
+
+    fields: Mapping[str, Any] = _EMPTY
+    thought: str | None = None
+    tool_calls: tuple[ToolCall, ...] | None = None
+    results: tuple[ToolResult, ...] | None = None
+    note: str | None = None
+    reasoning: str | None = None
+    reasoning_data: Any = None
+    user_name: str | None = None
+    assistant_name: str | None = None
+    loop_note: str | None = None
+
+    @property
+    def is_tool_step(self) -> bool:
+        """Whether this is a tool-loop step (replayed as native tool messages), not a conversation turn."""
+        return self.tool_calls is not None
+
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        """The step's tool calls (none for a conversation turn)."""
+        return self.tool_calls or ()
+
+    def result_list(self) -> tuple[ToolResult, ...]:
+        """The step's tool results (none when it recorded none)."""
+        return self.results or ()
+
+    def _keys(self) -> Mapping[str, str]:
+        return _ATTR_OF_STEP_KEY if self.tool_calls is not None else _ATTR_OF_NAME_KEY
+
+    def __getitem__(self, key: str) -> Any:
+        attr = self._keys().get(key)
+        if attr is None:
+            return self.fields[key]
+        value = getattr(self, attr)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.fields
+        for key, attr in self._keys().items():
+            if getattr(self, attr) is not None and key not in self.fields:
+                yield key
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, key: object) -> bool:
+        attr = self._keys().get(key) if isinstance(key, str) else None
+        if attr is None:
+            return key in self.fields
+        return getattr(self, attr) is not None
+
+    def __repr__(self) -> str:
+        return f"Step({dict(self)!r})"
+
+    def dump(self) -> dict[str, Any]:
+        """A JSON-friendly copy, in the flat shape a history is saved in."""
+        return {key: _plain(self[key]) for key in self}
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any]) -> Step:
+        """Read a step from its saved shape (or any mapping of a turn: fields, names, loop keys)."""
+        if isinstance(data, Step):
+            return data
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a history turn must be a mapping of fields, got {type(data).__name__}")
+        tool_step = "tool_calls" in data
+        attrs = _ATTR_OF_STEP_KEY if tool_step else _ATTR_OF_NAME_KEY
+        values: dict[str, Any] = {}
+        fields: dict[str, Any] = {}
+        for key, value in data.items():
+            attr = attrs.get(key)
+            if attr is None:
+                fields[str(key)] = value
+            else:
+                values[attr] = value
+        if tool_step:
+            values["tool_calls"] = tuple(
+                c if isinstance(c, ToolCall) else ToolCall.load(c) for c in values.get("tool_calls") or ()
+            )
+            if values.get("results") is not None:
+                values["results"] = tuple(
+                    r if isinstance(r, ToolResult) else ToolResult.load(r) for r in values["results"]
+                )
+        return cls(fields=MappingProxyType(fields) if fields else _EMPTY, **values)
+
+
 def plain(value: Any) -> Any:
     """A JSON-friendly copy of a value that may hold records, datetimes or pydantic models."""
     return _plain(value)
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, ToolCall | ToolResult):
+    if isinstance(value, ToolCall | ToolResult | Step):
         return value.dump()
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from imp.errors import AdapterParseError
-from imp.history import History, ToolCall, ToolResult, format_tool_result
+from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
 from imp.lm.base import Message
 from imp.prediction import Prediction
 from imp.signature import Field, Signature
@@ -161,6 +161,14 @@ class Adapter(abc.ABC):
         """Request options this dialect adds for an LM (structured output); none by default."""
         return {}
 
+    def field_section(self, name: str, text: str) -> str:
+        """One field's value under this dialect's marker, as a user message shows it (`[[ ## name ## ]]`)."""
+        return f"[[ ## {name} ## ]]\n{text}"
+
+    def reply_text(self, signature: Signature, values: Mapping[str, Any]) -> str:
+        """Output values written the way this dialect asks the model to reply (a tool loop replays its steps so)."""
+        return self.default_outputs(signature, values, MISSING_IN_HISTORY).strip()
+
     # --- formatting ----------------------------------------------------------------------
 
     def format(self, signature: Signature, inputs: Mapping[str, Any], **options: Any) -> list[Message]:
@@ -269,10 +277,10 @@ class Adapter(abc.ABC):
         return messages
 
     def format_history(self, signature: Signature, history: History, opts: FormatOptions) -> list[Message]:
-        """Each turn as earlier messages (native tool turns as tool calls), each followed by its note."""
+        """Each turn as earlier messages (tool-loop steps as native tool calls), each followed by its note."""
         messages: list[Message] = []
         for turn in history:
-            if "tool_calls" in turn:
+            if turn.is_tool_step:
                 messages.extend(self.format_tool_turn(signature, turn, opts))
             else:
                 messages.extend(self.format_field_turn(signature, turn, opts))
@@ -282,7 +290,7 @@ class Adapter(abc.ABC):
                     messages.append({"role": "user", "content": note})
         return messages
 
-    def _turn_request(self, signature: Signature, turn: Mapping[str, Any], opts: FormatOptions) -> list[Message]:
+    def _turn_request(self, signature: Signature, turn: Step, opts: FormatOptions) -> list[Message]:
         """A history turn's inputs as its user message (named by `user_name`), or nothing if it has none."""
         content = self.user_content(signature, turn, opts)
         if not content:
@@ -292,45 +300,45 @@ class Adapter(abc.ABC):
             user["name"] = name
         return [user]
 
-    def format_field_turn(self, signature: Signature, turn: Mapping[str, Any], opts: FormatOptions) -> list[Message]:
+    def _named(self, signature: Signature, turn: Step, message: Message) -> Message:
+        if "assistant_name" not in signature.fields and (name := message_name(turn.get("assistant_name"))):
+            message["name"] = name
+        return message
+
+    def format_field_turn(self, signature: Signature, turn: Step, opts: FormatOptions) -> list[Message]:
         """A signature-shaped turn: its inputs as a user message, its outputs as the assistant's."""
         messages = self._turn_request(signature, turn, opts)
         outputs = {k: turn[k] for k in signature.outputs if k in turn}
         if outputs:
             text = self.render_outputs(signature, outputs, MISSING_IN_HISTORY, opts)
-            assistant: Message = {"role": "assistant", "content": text}
-            if "assistant_name" not in signature.fields and (name := message_name(turn.get("assistant_name"))):
-                assistant["name"] = name
-            messages.append(assistant)
+            messages.append(self._named(signature, turn, {"role": "assistant", "content": text}))
         return messages
 
-    def format_tool_turn(self, signature: Signature, turn: Mapping[str, Any], opts: FormatOptions) -> list[Message]:
+    def format_tool_turn(self, signature: Signature, turn: Step, opts: FormatOptions) -> list[Message]:
         """A native tool step: inputs (if any), the assistant's thought and calls, one tool message per result."""
         messages = self._turn_request(signature, turn, opts)
-        calls: Sequence[ToolCall] = turn.get("tool_calls") or ()
-        thought = turn.get("next_thought")
+        calls = turn.calls
+        assistant: Message
         if calls:
-            assistant: Message = {
+            assistant = {
                 "role": "assistant",
-                "content": thought or "",
+                "content": turn.thought or "",
                 "tool_calls": [openai_tool_call(c) for c in calls],
             }
-        elif thought:
-            assistant = {"role": "assistant", "content": thought}
+            if turn.reasoning_data is not None:
+                assistant["reasoning_data"] = turn.reasoning_data
+        elif turn.thought:
+            assistant = {"role": "assistant", "content": turn.thought}
         else:
-            outputs = {k: turn[k] for k in signature.outputs if k in turn}
+            outputs = {k: turn.fields[k] for k in signature.outputs if k in turn.fields}
             if not outputs:
                 return messages
             assistant = {
                 "role": "assistant",
                 "content": self.render_outputs(signature, outputs, MISSING_IN_HISTORY, opts),
             }
-        if "assistant_name" not in signature.fields and (name := message_name(turn.get("assistant_name"))):
-            assistant["name"] = name
-        if calls and turn.get("reasoning_data") is not None:
-            assistant["reasoning_data"] = turn["reasoning_data"]
-        messages.append(assistant)
-        results = {r.id: r for r in turn.get("tool_call_results") or ()}
+        messages.append(self._named(signature, turn, assistant))
+        results = {r.id: r for r in turn.result_list()}
         for call in calls:
             result = results.get(call.id)
             if result is None:

@@ -144,6 +144,9 @@ class XMLAdapter(Adapter):
     def input_section(self, field: Field, formatted_value: str) -> str:
         return f"<{field.name}>\n{formatted_value}\n</{field.name}>"
 
+    def field_section(self, name: str, text: str) -> str:
+        return f"<{name}>\n{text}\n</{name}>"
+
     def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
         parts = []
         for name in signature.outputs:

@@ -56,7 +56,7 @@ def written_tools() -> tuple[imp.ReAct, imp.ScriptedLM, dict[str, Any]]:
     lm = _lm(
         [
             '[[ ## next_thought ## ]]\nLook.\n\n[[ ## tool_calls ## ]]\n[{"name": "on_call", "arguments": {"team": "atlas"}}]',
-            '[[ ## next_thought ## ]]\nhm\n\n[[ ## tool_calls ## ]]\n[]',
+            "[[ ## next_thought ## ]]\nhm\n\n[[ ## tool_calls ## ]]\n[]",
             SUBMIT,
         ],
         tool_calling=False,

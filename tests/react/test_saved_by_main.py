@@ -6,6 +6,7 @@ reasoning, thought-only steps, a note, a submit; a text turn; a named conversati
 requests of `fixture_scenarios.SCENARIOS`) were all written by main's code.
 """
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,12 @@ import imp
 from imp.records import plain
 
 FIXTURES = Path(__file__).parent / "fixtures"
+DIVERGES = {
+    # Main replayed the written-mode step whose thought moved to the user side as an assistant
+    # message of missing fields; the thought now joins the last user message, as in native mode.
+    "written_tools": 2,
+}
+"""Scenarios whose requests from this index on differ from main's on purpose (tested elsewhere)."""
 
 
 def finish_with_contact(args: dict[str, Any], contact: str, inputs: dict[str, Any]) -> imp.Finish:
@@ -37,7 +44,12 @@ def test_a_history_saved_by_main_loads_and_dumps_the_same() -> None:
     assert first["reasoning_data"] == {"reasoning_content": "Double charge means money."}
     assert history[3]["last_request_note"] == "Answer now."
     assert history[4]["team"] == "atlas" and history[4]["contact"] == "Maya"
-    assert dict(history[6]) == {"question": "Who won?", "answer": "Blue team.", "user_name": "alice", "assistant_name": "bot"}
+    assert dict(history[6]) == {
+        "question": "Who won?",
+        "answer": "Blue team.",
+        "user_name": "alice",
+        "assistant_name": "bot",
+    }
 
 
 def test_a_program_saved_by_main_loads() -> None:
@@ -56,9 +68,9 @@ def test_a_program_saved_by_main_loads() -> None:
 async def test_the_loop_sends_what_main_sent(name: str) -> None:
     recorded = json.loads((FIXTURES / "main_requests.json").read_text())[name]
     program, lm, inputs = SCENARIOS[name]()
-    try:
+    with contextlib.suppress(imp.ImpError):
         await imp.call(program, **inputs)
-    except imp.ImpError:
-        pass
     sent = [{"messages": [dict(m) for m in r.messages], "options": r.options} for r in lm.requests]
-    assert json.loads(json.dumps(plain(sent), default=str)) == recorded
+    assert len(sent) == len(recorded)
+    same = DIVERGES.get(name, len(recorded))
+    assert json.loads(json.dumps(plain(sent[:same]), default=str)) == recorded[:same]

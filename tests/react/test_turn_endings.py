@@ -46,10 +46,26 @@ async def test_a_failed_last_request_raises_with_the_history() -> None:
     assert isinstance(info.value.cause, imp.LMError) and info.value.cause.status == 500
 
 
-async def test_empty_step_under_text_mode_is_an_empty_answer() -> None:
+async def test_an_empty_step_under_text_mode_is_not_an_answer() -> None:
     lm = script([{"tool_calls": []}])
     prediction = await imp.call(imp.react("ticket -> reply", [on_call], lm=lm), ticket=TICKET)
-    assert prediction.metadata.termination_reason == "answered" and prediction.reply is None
+    assert prediction.reply is None and not prediction.complete
+    assert (prediction.metadata.termination_reason, prediction.metadata.termination_cause) == (
+        "incomplete",
+        "empty_tool_calls",
+    )
+    assert len(lm.requests) == 2, "a step that says nothing interrupts the turn; the last request follows"
+
+
+async def test_an_empty_step_under_text_mode_then_a_last_text() -> None:
+    lm = script([{"tool_calls": []}, {"reply": "Maya.", "tool_calls": []}])
+    prediction = await imp.call(imp.react("ticket -> reply", [on_call], lm=lm), ticket=TICKET)
+    assert (prediction.reply, prediction.metadata.termination_reason, prediction.complete) == (
+        "Maya.",
+        "last_text",
+        True,
+    )
+    assert prediction.metadata.termination_cause == "empty_tool_calls"
 
 
 async def test_max_iters_zero_without_a_note_makes_exactly_one_request() -> None:

@@ -1,17 +1,19 @@
-"""How the ReAct loop's history is replayed as messages: entry kinds, unsent lines, episodes."""
+"""How the loop's history is replayed as messages: step kinds, unsent lines, episodes."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
-from imp.history import History
-from imp.programs._react_text import written_observations, written_step_text
+from imp.adapters.base import Adapter
+from imp.history import History, Step
+from imp.programs.react._text import written_observations, written_step_text
 from imp.signature import Signature
 from imp.values import render_value
 
 __all__ = [
-    "EntryKind",
+    "StepKind",
     "current_turn_start",
     "episode_boundaries",
     "kind_of",
@@ -20,77 +22,74 @@ __all__ = [
     "replay_turns",
 ]
 
-EntryKind = Literal["note", "calls", "thought", "outputs", "empty"]
-NOTE_KEY = "_imp_note"
+StepKind = Literal["note", "calls", "thought", "outputs", "empty"]
 
 
-def kind_of(entry: Mapping[str, Any], task: Signature) -> EntryKind:
-    """What a history entry is: a note, a step with calls, a thought-only step, an answer, or nothing."""
-    if entry.get("last_request_note"):
+def kind_of(step: Step, task: Signature) -> StepKind:
+    """What a history step is: a note, a step with calls, a thought-only step, an answer, or nothing."""
+    if step.note:
         return "note"
-    if entry.get("tool_calls"):
+    if step.tool_calls:
         return "calls"
-    if any(name in entry for name in task.outputs):
+    if any(name in step.fields for name in task.outputs):
         return "outputs"
-    if entry.get("next_thought"):
+    if step.thought:
         return "thought"
     return "empty"
 
 
-def _inputs(entry: Mapping[str, Any], task: Signature) -> dict[str, Any]:
-    keep = {k: entry[k] for k in task.inputs if k in entry}
-    if "user_name" in entry:
-        keep["user_name"] = entry["user_name"]
-    return keep
+def _inputs(step: Step, task: Signature) -> dict[str, Any]:
+    return {k: step.fields[k] for k in task.inputs if k in step.fields}
 
 
 def replay_turns(
-    entries: Sequence[Mapping[str, Any]],
+    steps: Sequence[Step],
     *,
     task: Signature,
+    step_signature: Signature,
+    adapter: Adapter,
     text_output: str | None,
     actions_before: int,
     unsent_line: str,
     written: bool = False,
-    text_field: str = "next_thought",
-) -> list[dict[str, Any]]:
+) -> list[Step]:
     """The turns the adapter renders, each with the loop's own note for it (the unsent line, a note)."""
-    turns: list[dict[str, Any]] = []
-    kinds = [kind_of(e, task) for e in entries]
-    for index, (entry, kind) in enumerate(zip(entries, kinds, strict=True)):
+    turns: list[Step] = []
+    kinds = [kind_of(s, task) for s in steps]
+    text_field = str(step_signature.metadata["text_field"])
+    for index, (step, kind) in enumerate(zip(steps, kinds, strict=True)):
         earlier = index < actions_before
-        turn = _inputs(entry, task)
-        turn["tool_calls"] = ()
+        turn = Step(fields=_inputs(step, task), tool_calls=(), user_name=step.user_name)
         if kind == "calls" and written:
-            thought = entry.get("next_thought") if not earlier else None
-            turn["next_thought"] = written_step_text(text_field, thought, entry["tool_calls"])
-            turn[NOTE_KEY] = written_observations(entry["tool_calls"], entry.get("tool_call_results") or ())
+            thought = step.thought if not earlier else None
+            turn = replace(
+                turn,
+                thought=written_step_text(adapter, step_signature, text_field, thought, step.calls),
+                loop_note=written_observations(step.calls, step.result_list()),
+            )
         elif kind == "calls":
-            turn["tool_calls"] = entry["tool_calls"]
-            turn["tool_call_results"] = entry.get("tool_call_results") or ()
-            if entry.get("next_thought") and not earlier:
-                turn["next_thought"] = entry["next_thought"]
-            if entry.get("reasoning_data") is not None and not earlier:
-                turn["reasoning_data"] = entry["reasoning_data"]
+            turn = replace(
+                turn,
+                tool_calls=step.tool_calls,
+                results=step.result_list(),
+                thought=step.thought if not earlier else None,
+                reasoning_data=step.reasoning_data if not earlier else None,
+            )
         elif kind == "thought":
             if earlier:
-                if len(turn) > 1:
+                if turn.fields or turn.user_name:
                     turns.append(turn)
                 continue
-            turn["next_thought"] = entry["next_thought"]
-            answered_next = index + 1 < len(entries) and kinds[index + 1] == "outputs"
-            if not answered_next:
-                turn[NOTE_KEY] = unsent_line
+            answered_next = index + 1 < len(steps) and kinds[index + 1] == "outputs"
+            turn = replace(turn, thought=step.thought, loop_note=None if answered_next else unsent_line)
         elif kind == "note":
-            turn[NOTE_KEY] = entry["last_request_note"]
+            turn = replace(turn, loop_note=step.note)
         elif kind == "outputs":
-            outputs = {k: entry[k] for k in task.outputs if k in entry}
+            outputs = {k: step.fields[k] for k in task.outputs if k in step.fields}
             if text_output is not None and text_output in outputs:
-                turn[text_output] = outputs[text_output]
+                turn = replace(turn, fields={**turn.fields, text_output: outputs[text_output]})
             else:
-                turn["next_thought"] = "\n\n".join(
-                    f"[[ ## {k} ## ]]\n{render_value(v, task.outputs[k])}" for k, v in outputs.items()
-                )
+                turn = replace(turn, thought=adapter.reply_text(task, outputs))
         turns.append(turn)
     return turns
 
@@ -101,8 +100,9 @@ def note_renderer(
     """The loop's note for a turn, then the host's `history_note_renderer` (both when both speak)."""
 
     def render(signature: Signature, turn: Mapping[str, Any]) -> str | None:
-        own = turn.get(NOTE_KEY)
-        theirs = host(signature, {k: v for k, v in turn.items() if k != NOTE_KEY}) if host is not None else None
+        own = turn.loop_note if isinstance(turn, Step) else None
+        shown = replace(turn, loop_note=None) if isinstance(turn, Step) and own else turn
+        theirs = host(signature, shown) if host is not None else None
         parts = [p for p in (own, theirs) if p]
         return "\n\n".join(parts) if parts else None
 
@@ -120,19 +120,19 @@ def plain_text_renderer(name: str | None) -> Callable[[Signature, Mapping[str, A
 
 
 def episode_boundaries(base: History, output_names: Sequence[str]) -> list[int]:
-    """Cut positions after each entry that holds every output (and after the last entry)."""
-    cuts = [i + 1 for i, entry in enumerate(base) if all(n in entry for n in output_names)]
+    """Cut positions after each step that holds every output (and after the last step)."""
+    cuts = [i + 1 for i, step in enumerate(base) if all(n in step.fields for n in output_names)]
     if len(base) and (not cuts or cuts[-1] != len(base)):
         cuts.append(len(base))
     return cuts
 
 
 def current_turn_start(base: History, visible: int, starts_turn: bool, task: Signature) -> int:
-    """Where the current turn starts among the visible entries (earlier turns replay as actions)."""
+    """Where the current turn starts among the visible steps (earlier turns replay as actions)."""
     if starts_turn:
         return visible
     offset = len(base) - visible
     for index in range(len(base) - 1, offset - 1, -1):
-        if any(k in base[index] for k in task.inputs):
+        if any(k in base[index].fields for k in task.inputs):
             return index - offset
     return 0

@@ -1,4 +1,4 @@
-"""Text the ReAct loop reads or writes: tool calls a model wrote as JSON, and the extractor's trajectory."""
+"""Tool calls written as text: calls a model wrote as JSON, the written-tool layout, the extractor's trajectory."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from imp.adapters.base import Adapter
 from imp.adapters.json import find_json_object
-from imp.history import ToolCall, ToolResult
+from imp.history import Step, ToolCall, ToolResult
 from imp.signature import Signature
 from imp.tools import Tool
 from imp.values import load_json, render_value, unwrap_fence
@@ -80,27 +81,27 @@ def _result_text(result: ToolResult) -> str:
     return render_value(result.result)
 
 
-def trajectory_text(entries: Sequence[Mapping[str, Any]], task: Signature) -> str:
+def trajectory_text(steps: Sequence[Step], task: Signature) -> str:
     """A readable transcript of the turn for the extractor: inputs, thoughts, calls with results, notes."""
     lines: list[str] = []
-    for number, entry in enumerate(entries, start=1):
+    for number, step in enumerate(steps, start=1):
         lines.append(f"Step {number}:")
         for name in task.inputs:
-            if name in entry and entry[name] is not None:
-                lines.append(f"  input {name}: {render_value(entry[name], task.inputs[name])}")
-        if entry.get("last_request_note"):
-            lines.append(f"  note: {entry['last_request_note']}")
-        if entry.get("next_thought"):
-            lines.append(f"  thought: {entry['next_thought']}")
-        results = {r.id: r for r in entry.get("tool_call_results") or ()}
-        for call in entry.get("tool_calls") or ():
+            if step.fields.get(name) is not None:
+                lines.append(f"  input {name}: {render_value(step.fields[name], task.inputs[name])}")
+        if step.note:
+            lines.append(f"  note: {step.note}")
+        if step.thought:
+            lines.append(f"  thought: {step.thought}")
+        results = {r.id: r for r in step.result_list()}
+        for call in step.calls:
             args = json.dumps(dict(call.arguments), ensure_ascii=False, default=str)
             result = results.get(call.id)
             outcome = _result_text(result) if result is not None else "(no result)"
             lines.append(f"  called {call.name}({args}) -> {outcome}")
         for name in task.outputs:
-            if name in entry:
-                lines.append(f"  output {name}: {render_value(entry[name], task.outputs[name])}")
+            if name in step.fields:
+                lines.append(f"  output {name}: {render_value(step.fields[name], task.outputs[name])}")
     return "\n".join(lines)
 
 
@@ -124,10 +125,12 @@ def written_calls(items: Sequence[Any], step: int) -> list[ToolCall]:
     return [c for c in calls if c is not None]
 
 
-def written_step_text(text_field: str, thought: str | None, calls: Sequence[ToolCall]) -> str:
-    """A written-mode step as the model wrote it: its text field, then its calls as JSON."""
-    listed = json.dumps([{"name": c.name, "arguments": dict(c.arguments)} for c in calls], ensure_ascii=False)
-    return f"[[ ## {text_field} ## ]]\n{thought or ''}\n\n[[ ## tool_calls ## ]]\n{listed}\n\n[[ ## completed ## ]]"
+def written_step_text(
+    adapter: Adapter, step_signature: Signature, text_field: str, thought: str | None, calls: Sequence[ToolCall]
+) -> str:
+    """A written-mode step as the model wrote it, in the adapter's reply layout: its text field, then its calls."""
+    listed = [{"name": c.name, "arguments": dict(c.arguments)} for c in calls]
+    return adapter.reply_text(step_signature, {text_field: thought or "", "tool_calls": listed})
 
 
 def written_observations(calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> str:

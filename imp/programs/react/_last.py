@@ -1,0 +1,158 @@
+"""The last request of an interrupted turn: the forced `submit`, the last text, the extractor."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import anyio
+
+from imp._redact import redact
+from imp.errors import AdapterParseError, LMError, ReActStepError
+from imp.history import Step, ToolCall
+from imp.programs.predict import ChainOfThought
+from imp.programs.react import _replay as replay
+from imp.programs.react._request import Failure, ends_turn, error_text, read_step, refuses_named_choice, request_step
+from imp.programs.react._state import SUBMIT, Ending, TerminationCause, Turn, incomplete
+from imp.programs.react._text import trajectory_text
+from imp.programs.react._tools import act
+from imp.runtime.deadline import time_left
+from imp.signature import Field, Signature
+
+if TYPE_CHECKING:
+    from imp.programs.react._program import ReAct
+
+__all__ = ["extract", "forced_submit", "last_text", "raise_with_history"]
+
+_EXTRACT_INSTRUCTIONS = (
+    "The agent's turn was interrupted before it gave its answer. Read the trajectory and give the outputs. "
+    "Use only the original inputs and the results of tool calls that succeeded: proposed calls, reasoning, "
+    "malformed calls and errors are not evidence. Never claim an action succeeded unless a result shows it. "
+    "If the outcome is not established, say so in the outputs. There are no tools."
+)
+
+
+def raise_with_history(error: LMError, turn: Turn) -> NoReturn:
+    """End the turn with a provider error no further request can cure, carrying the history so far."""
+    error.history = turn.history  # type: ignore[attr-defined]
+    raise error
+
+
+async def last_text(program: ReAct, turn: Turn, cause: TerminationCause) -> Ending:
+    """One text output: an ordinary step whose text is the answer; only `last_request_tools` run."""
+    name = turn.rule.text_field
+    response = await request_step(program, turn, forced=True)
+    if isinstance(response, Failure):
+        return _failed(turn, response)
+    turn.finish_reason = response.finish_reason
+    reading = read_step(program, turn, response)
+    if reading.error is not None:
+        turn.errors.append(error_text(reading.error))
+        return incomplete(cause)
+    run_now = [c for c in reading.calls if c.name in turn.last_request_tools]
+    turn.unexecuted = tuple(
+        ToolCall(c.id, c.name, redact(dict(c.arguments)))
+        for c in reading.calls
+        if c.name not in turn.last_request_tools
+    )
+    text = reading.text
+    if run_now:
+        ended = await act(program, turn, run_now, None, forced=True, decides=False)
+        if ended is not None:
+            return ended
+        if text is not None:
+            last = turn.entries[-1]
+            turn.entries[-1] = Step(
+                fields={**last.fields, name: text},
+                tool_calls=last.tool_calls,
+                results=last.results,
+                user_name=last.user_name,
+            )
+    elif text is not None:
+        turn.add(Step(fields={name: text}, tool_calls=()))
+    if text is None:  # only tool calls, or nothing: the turn has no answer
+        return incomplete(cause)
+    return Ending({name: text}, "last_text", cause)
+
+
+async def forced_submit(program: ReAct, turn: Turn, cause: TerminationCause) -> Ending:
+    """The forced `submit`; `required` with `submit` alone where a named choice is refused; then the extractor."""
+    newest = turn.newest
+    thought_last = newest is not None and replay.kind_of(newest, program.signature) == "thought"
+    options: dict[str, Any] = {"tool_choice": {"type": "function", "function": {"name": SUBMIT}}}
+    if "reasoning_effort" in turn.config:
+        options["reasoning_effort"] = None
+    response = await request_step(program, turn, forced=True, options=options, thought_as_user=thought_last)
+    if isinstance(response, Failure):
+        if not (response.error is not None and refuses_named_choice(response.error)):
+            return _failed(turn, response)
+        response = await request_step(
+            program,
+            turn,
+            forced=True,
+            options={**options, "tool_choice": "required"},
+            roster=[turn.roster[SUBMIT]],
+            thought_as_user=thought_last,
+        )
+        if isinstance(response, Failure):
+            if response.cause in ("context_window_exceeded", "deadline_exceeded"):
+                return incomplete(response.cause)
+            if response.ends_turn and response.error is not None and not refuses_named_choice(response.error):
+                raise_with_history(response.error, turn)
+            return await extract(program, turn, cause)
+    reading = read_step(program, turn, response)
+    submits = [c for c in reading.calls if c.name == SUBMIT]
+    if not submits:
+        turn.add(Step(thought=reading.text, tool_calls=(), results=() if reading.text else None))
+        return await extract(program, turn, cause)
+    ending = await act(program, turn, submits, reading.text, forced=True)
+    if ending is None:
+        turn.errors.extend(str(r.error) for r in turn.entries[-1].result_list() if r.error)
+        return incomplete(cause)
+    if ending.reason == "incomplete":
+        return ending
+    return Ending(ending.outputs, "forced_submit", cause)
+
+
+async def extract(program: ReAct, turn: Turn, cause: TerminationCause) -> Ending:
+    """A typed extractor with no tools reads the history and fills the outputs."""
+    signature = program.signature
+    extractor_sig = Signature(
+        [*signature.inputs.values(), Field("trajectory", "input", str)],
+        list(signature.outputs.values()),
+        f"{signature.instructions}\n\n{_EXTRACT_INSTRUCTIONS}",
+        name="ReActExtract",
+    )
+    extractor = ChainOfThought.build(extractor_sig, lm=turn.lm, adapter=turn.adapter)
+    values: dict[str, Any] = {k: v for k, v in turn.inputs.items() if k in signature.inputs}
+    values["trajectory"] = trajectory_text(list(turn.history[turn.cut :]), signature)
+    values["config"] = {k: v for k, v in turn.config.items() if k not in ("tools", "tool_choice")}
+    left = time_left()
+    try:
+        with anyio.fail_after(left) if left is not None else nullcontext():
+            prediction = await extractor.acall(values)
+    except TimeoutError:
+        return incomplete("deadline_exceeded")
+    except AdapterParseError as exc:
+        turn.errors.append(error_text(exc))
+        return incomplete(cause)
+    except LMError as exc:
+        turn.errors.append(error_text(exc))
+        if exc.context_window_exceeded:
+            return incomplete("context_window_exceeded")
+        if ends_turn(exc):
+            raise_with_history(exc, turn)
+        raise ReActStepError(f"the extractor's request failed: {exc}", history=turn.history, cause=exc) from exc
+    outputs = {k: prediction.fields[k] for k in signature.outputs}
+    turn.add(Step(fields=outputs, tool_calls=()))
+    return Ending(outputs, "extracted", cause)
+
+
+def _failed(turn: Turn, failure: Failure) -> Ending:
+    """A failed last request: incomplete at the deadline or a full window; otherwise it is raised."""
+    if failure.cause in ("context_window_exceeded", "deadline_exceeded"):
+        return incomplete(failure.cause)
+    error = failure.error
+    if error is not None and ends_turn(error):
+        raise_with_history(error, turn)
+    raise ReActStepError(f"the last request of the turn failed: {error}", history=turn.history, cause=error) from error

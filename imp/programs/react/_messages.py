@@ -1,0 +1,64 @@
+"""The messages of one step's request: the history replayed through the adapter, in its own syntax."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from imp.adapters.base import FormatOptions
+from imp.history import History
+from imp.lm.base import Message
+from imp.programs.react import _replay as replay
+from imp.programs.react._guidance import guidance
+from imp.programs.react._state import Turn
+
+if TYPE_CHECKING:
+    from imp.programs.react._program import ReAct
+
+__all__ = ["step_messages"]
+
+
+def step_messages(program: ReAct, turn: Turn, *, thought_as_user: bool) -> list[Message]:
+    """One request's messages; with `thought_as_user`, a newest thought-only step is shown as the user's."""
+    step_sig = program.step_signature(turn.finish, turn.written)
+    steps = [*turn.base[turn.cut :], *turn.entries]
+    current_start = replay.current_turn_start(turn.base, len(turn.base) - turn.cut, turn.starts_turn, program.signature)
+    moved: str | None = None
+    if thought_as_user and steps and replay.kind_of(steps[-1], program.signature) == "thought":
+        moved = steps[-1].thought
+        steps[-1] = replace(steps[-1], thought=None)
+    text_answer = turn.rule.text_output is not None
+    turns = replay.replay_turns(
+        steps,
+        task=program.signature,
+        step_signature=step_sig,
+        adapter=turn.adapter,
+        text_output=turn.rule.text_output if text_answer else None,
+        actions_before=current_start if program.history_replay == "actions" else 0,
+        unsent_line=turn.rule.unsent_line(program),
+        written=turn.written,
+    )
+    host = FormatOptions.read(program.adapter_opts)
+    opts = replace(
+        host,
+        demos=program.demos,
+        guidance=guidance(program, turn.rule, turn.written, list(turn.roster.values())),
+        response_instruction=False,
+        omit_empty_request=True,
+        history_note_renderer=replay.note_renderer(host.history_note_renderer),
+        output_renderer=host.output_renderer or replay.plain_text_renderer(turn.rule.text_output)
+        if text_answer
+        else host.output_renderer,
+    )
+    values = {**turn.pending, "history": History(turns)}
+    messages = turn.adapter.format_with(step_sig, values, opts)
+    if moved is not None:
+        # Mistral and Gemini refuse a request that ends on the model's own message: the thought
+        # moves to the user side, under its field's marker in the adapter's syntax.
+        section = turn.adapter.field_section("next_thought", moved)
+        last = messages[-1]
+        if last["role"] == "user" and not last.get("tool_call_id"):
+            messages[-1] = {**last, "content": f"{last['content']}\n\n{section}".strip()}
+        else:
+            messages.append({"role": "user", "content": section})
+    return messages
