@@ -177,7 +177,9 @@ def read_step(program: ReAct, turn: Turn, response: LMResponse) -> Reading:
         text = value if isinstance(value, str) else ""
     if not text.strip():
         return Reading(calls)
-    if not calls:
+    # A model with native tools that wrote its calls as JSON text instead; in the written layout the
+    # adapter's own reading comes first, so a thought and every call survive.
+    if not calls and not turn.written:
         written = extract_written_calls(text, turn.step)
         if written:
             return Reading(written)
@@ -187,7 +189,8 @@ def read_step(program: ReAct, turn: Turn, response: LMResponse) -> Reading:
     except AdapterParseError as exc:
         if calls:
             return Reading(calls, text.strip())
-        return Reading([], None, exc)
+        written = extract_written_calls(text, turn.step) if turn.written else []
+        return Reading(written) if written else Reading([], None, exc)
     if turn.written and not calls:
         calls = [
             call if call.id else ToolCall(f"call_{turn.step}_{i}", call.name, call.arguments)
