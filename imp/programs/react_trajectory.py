@@ -30,7 +30,7 @@ from imp.signature import Field, Signature, SignatureLike, as_signature
 from imp.tools import Tool, ToolEvent, ToolPolicy, as_tool, format_tool_result, run_tool_calls, tool
 from imp.tools.policy import validate_policy
 
-__all__ = ["FINISH", "MAX_TRIMS", "ReActTrajectory", "react_trajectory"]
+__all__ = ["FINISH", "MAX_TRIMS", "ReActTrajectory", "TrajectoryStep", "react_trajectory"]
 
 FINISH = "finish"
 MAX_TRIMS = 3
@@ -38,7 +38,28 @@ MAX_TRIMS = 3
 
 _OPTIONS = frozenset({"lm", "adapter", "demos", "config", "adapter_opts", "max_iters", "tool_policy"})
 _CONTROL_INPUTS = ("max_iters", "config")
-_STEP_KEYS = ("thought", "tool_name", "tool_args", "observation")
+
+
+@dataclass(slots=True)
+class TrajectoryStep:
+    """One step of the trajectory: the thought, the chosen tool and its arguments, then what it returned."""
+
+    thought: str
+    tool_name: str
+    tool_args: dict[str, Any]
+    observation: str | None = None
+    """The tool's result as the model reads it (None until the tool has run)."""
+
+    def sections(self) -> list[tuple[str, Any]]:
+        """The step's parts in DSPy's trajectory order, named as DSPy names them (`thought`, `tool_name`, ...)."""
+        parts: list[tuple[str, Any]] = [
+            ("thought", self.thought),
+            ("tool_name", self.tool_name),
+            ("tool_args", self.tool_args),
+        ]
+        if self.observation is not None:
+            parts.append(("observation", self.observation))
+        return parts
 
 
 class _Overflow(Exception):
@@ -55,7 +76,7 @@ class _Turn:
     values: dict[str, Any]
     config: dict[str, Any]
     adapter: Adapter
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[TrajectoryStep] = field(default_factory=list)
     cut: int = 0
     trims: int = 0
     errors: list[str] = field(default_factory=list)
@@ -70,7 +91,7 @@ class _Turn:
 
     def trajectory(self) -> dict[str, Any]:
         """The full trajectory in DSPy's shape: `thought_0`, `tool_name_0`, `tool_args_0`, `observation_0`, ..."""
-        return {f"{key}_{i}": step[key] for i, step in enumerate(self.steps) for key in _STEP_KEYS if key in step}
+        return {f"{key}_{i}": value for i, step in enumerate(self.steps) for key, value in step.sections()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,6 +111,8 @@ class ReActTrajectory(Program):
     """The step's Predict (task inputs, trajectory -> next_thought, next_tool_name, next_tool_args)."""
     extract: ChainOfThought = field(init=False, repr=False)
     """The extraction's ChainOfThought (task inputs, trajectory -> the task's outputs)."""
+    roster: Mapping[str, Tool] = field(init=False, repr=False)
+    """The tools a step may name, `finish` included."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tools", tuple(as_tool(t, "imp.react_trajectory") for t in self.tools))
@@ -107,7 +130,7 @@ class ReActTrajectory(Program):
         validate_policy(self.tool_policy)
         roster = {t.name: t for t in self.tools}
         roster[FINISH] = self.finish_tool()
-        object.__setattr__(self, "_roster", roster)
+        object.__setattr__(self, "roster", roster)
         common: dict[str, Any] = {"lm": self.lm, "adapter": self.adapter, "config": dict(self.config)}
         object.__setattr__(self, "step", Predict(self.step_signature(), adapter_opts=self.adapter_opts, **common))
         extract_sig = Signature(
@@ -161,14 +184,13 @@ class ReActTrajectory(Program):
             name="ReActTrajectoryStep",
         )
 
-    def render_trajectory(self, steps: Sequence[Mapping[str, Any]], adapter: Adapter, start: int = 0) -> str:
+    def render_trajectory(self, steps: Sequence[TrajectoryStep], adapter: Adapter, start: int = 0) -> str:
         """The steps as input sections (`[[ ## thought_0 ## ]]` ...), numbered from `start`."""
         opts = FormatOptions.read(self.adapter_opts)
         sections = [
-            adapter.render_section(Field(f"{key}_{i}", "input", Any), step[key], opts)
+            adapter.render_section(Field(f"{key}_{i}", "input", Any), value, opts)
             for i, step in enumerate(steps, start=start)
-            for key in _STEP_KEYS
-            if key in step
+            for key, value in step.sections()
         ]
         return "\n\n".join(sections)
 
@@ -207,7 +229,7 @@ class ReActTrajectory(Program):
 
     async def _loop(self, turn: _Turn, max_iters: int) -> tuple[str, str | None]:
         """Run steps until `finish` ends the loop or `max_iters` steps have run: (reason, cause)."""
-        roster: dict[str, Tool] = self.__dict__["_roster"]
+        roster = dict(self.roster)
         run = current_run()
         for index in range(max_iters):
             emit("model_request", step=index + 1, program="ReActTrajectory")
@@ -219,7 +241,7 @@ class ReActTrajectory(Program):
             emit("model_response", step=index + 1, tool_calls=[name])
             if thought:
                 emit("reasoning", step=index + 1, text=thought, forced=False)
-            step: dict[str, Any] = {"thought": thought, "tool_name": name, "tool_args": args}
+            step = TrajectoryStep(thought, name, args)
             turn.steps.append(step)
             call = ToolCall(f"call_{index + 1}", name, args)
             (result,) = await run_tool_calls(
@@ -229,7 +251,7 @@ class ReActTrajectory(Program):
                 authorize=run.authorize if run is not None else None,
                 on_event=_forward_tool_event,
             )
-            step["observation"] = format_tool_result(result)
+            step.observation = format_tool_result(result)
             if name == FINISH and result.ok:
                 return "finish", None
         return "extracted", "max_iters"
