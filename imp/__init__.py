@@ -12,7 +12,7 @@ from imp.errors import (
     ReActStepError,
     SignatureError,
 )
-from imp.history import History, ToolCall, ToolResult, format_tool_result
+from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
 from imp.lm import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
 
 if TYPE_CHECKING:
@@ -135,6 +135,7 @@ __all__ = [
     "Signature",
     "SignatureError",
     "StaticLM",
+    "Step",
     "StreamEvent",
     "ToolCall",
     "ToolResult",

@@ -104,3 +104,62 @@ def test_predictions_and_examples_survive_pickle_and_copy() -> None:
     assert copy.copy(pred) == pred
     ex = imp.Example(q="2+2?", a="4").with_inputs("q")
     assert pickle.loads(pickle.dumps(ex)) == ex and copy.deepcopy(ex).inputs() == {"q": "2+2?"}
+
+
+def test_a_tool_step_is_a_typed_record_that_reads_as_its_saved_mapping() -> None:
+    call = imp.ToolCall("c1", "on_call", {"team": "atlas"})
+    result = imp.ToolResult("c1", "on_call", "Maya")
+    step = imp.History(
+        [
+            {
+                "ticket": "t",
+                "user_name": "alice",
+                "next_thought": "money",
+                "tool_calls": [call.dump()],
+                "tool_call_results": [result.dump()],
+                "reasoning": "r",
+                "reasoning_data": {"k": 1},
+                "last_request_note": "n",
+            }
+        ]
+    )[0]
+    assert isinstance(step, imp.Step) and step.is_tool_step
+    assert (step.thought, step.tool_calls, step.results) == ("money", (call,), (result,))
+    assert (step.note, step.reasoning, step.reasoning_data, step.user_name) == ("n", "r", {"k": 1}, "alice")
+    assert dict(step.fields) == {"ticket": "t"}
+    assert step["next_thought"] == "money" and step.get("tool_call_results") == (result,)
+    assert "assistant_name" not in step and step.get("assistant_name") is None
+    assert imp.Step.load(step.dump()) == step == dict(step)
+    assert set(step) == {
+        "ticket",
+        "user_name",
+        "next_thought",
+        "tool_calls",
+        "tool_call_results",
+        "reasoning",
+        "reasoning_data",
+        "last_request_note",
+    }
+
+
+def test_a_conversation_turn_keeps_every_key_but_the_names_as_fields() -> None:
+    # A chain_of_thought history has a `reasoning` output: in a conversation turn it is a field.
+    turn = imp.History([{"question": "q", "reasoning": "because", "answer": "a", "assistant_name": "bot"}])[0]
+    assert not turn.is_tool_step and turn.tool_calls is None and turn.calls == ()
+    assert dict(turn.fields) == {"question": "q", "reasoning": "because", "answer": "a"}
+    assert turn.reasoning is None and turn.assistant_name == "bot"
+    assert turn.dump() == {"question": "q", "reasoning": "because", "answer": "a", "assistant_name": "bot"}
+
+
+def test_a_history_takes_steps_and_mappings_alike() -> None:
+    step = imp.Step(fields={"ticket": "t"}, thought="hm", tool_calls=(), results=())
+    history = imp.History([step, {"question": "q", "answer": "a"}])
+    assert history[0] is step and history.dump()["messages"][0] == {
+        "ticket": "t",
+        "next_thought": "hm",
+        "tool_calls": [],
+        "tool_call_results": [],
+    }
+    assert imp.History.load(history.dump()) == history
+    with pytest.raises(TypeError, match="mapping"):
+        imp.History(["not a turn"])  # type: ignore[list-item]

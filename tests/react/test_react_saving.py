@@ -57,3 +57,33 @@ def test_a_runner_missing_from_the_registry_is_a_clear_error(tmp_path: Path) -> 
     imp.save(imp.react(escalation, [on_call]), path, registry={"on_call": _on_call})
     with pytest.raises(imp.LoadError, match="on_call"):
         imp.load(path)
+
+
+async def test_with_demos_shows_them_before_the_turn() -> None:
+    lm = script([{"tool_calls": [{"name": "submit", "arguments": {"team": "atlas", "contact": "Maya"}}]}])
+    program = imp.react(escalation, [on_call], lm=lm)
+    demo = {"ticket": "Login broken", "team": "beacon", "contact": "Ines"}
+    taught = program.with_demos([demo])
+    assert taught.demos == (demo,) and program.demos == () and taught.tools == program.tools
+    with pytest.raises(TypeError, match="demos"):
+        program.with_demos("not demos")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"demos\[0\]"):
+        program.with_demos(["nope"])  # type: ignore[list-item]
+    await imp.call(taught, ticket="Charged twice.")
+    messages = lm.requests[0].messages
+    assert messages[1] == {"role": "user", "content": "[[ ## ticket ## ]]\nLogin broken"}
+    assert messages[2]["role"] == "assistant" and messages[2]["tool_calls"][0]["function"]["name"] == "submit"
+    assert '"team": "beacon"' in messages[2]["tool_calls"][0]["function"]["arguments"]
+    assert messages[3]["role"] == "tool" and "Ines" in str(messages[3]["content"])
+    assert messages[-1] == {"role": "user", "content": "[[ ## ticket ## ]]\nCharged twice."}
+
+
+async def test_a_text_answer_demo_is_the_plain_answer() -> None:
+    lm = script([{"reply": "Maya.", "tool_calls": []}])
+    program = imp.react("ticket -> reply", [on_call], lm=lm, demos=[{"ticket": "Who?", "reply": "Ines."}])
+    await imp.call(program, ticket="Charged twice.")
+    messages = lm.requests[0].messages
+    assert messages[1:3] == [
+        {"role": "user", "content": "[[ ## ticket ## ]]\nWho?"},
+        {"role": "assistant", "content": "Ines."},
+    ]

@@ -6,23 +6,48 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from imp.adapters.base import FormatOptions
-from imp.history import History
+from imp.history import History, Step, ToolCall, ToolResult
 from imp.lm.base import Message
 from imp.programs.react import _replay as replay
 from imp.programs.react._guidance import guidance
-from imp.programs.react._state import Turn
+from imp.programs.react._state import SUBMIT, Turn
 
 if TYPE_CHECKING:
     from imp.programs.react._program import ReAct
 
-__all__ = ["step_messages"]
+__all__ = ["demo_steps", "step_messages"]
+
+
+def demo_steps(program: ReAct, turn: Turn) -> list[Step]:
+    """The program's demos as finished turns: the inputs, then the answer as this turn would give it.
+
+    With `submit` a demo is a `submit` call and its result; with a text answer, the text; under
+    `finish="tools"`, the outputs written as the adapter asks for replies. Demos are never cut.
+    """
+    task = program.signature
+    steps: list[Step] = []
+    for index, demo in enumerate(program.demos):
+        inputs = {k: demo[k] for k in task.inputs if k in demo}
+        outputs = {k: demo[k] for k in task.outputs if k in demo}
+        if not inputs or not outputs:
+            continue
+        if turn.rule.has_submit:
+            call = ToolCall(f"demo_{index}", SUBMIT, outputs)
+            result = ToolResult(call.id, SUBMIT, outputs)
+            steps.append(Step(fields=inputs, tool_calls=(call,), results=(result,)))
+        else:
+            steps.append(Step(fields={**inputs, **outputs}, tool_calls=()))
+    return steps
 
 
 def step_messages(program: ReAct, turn: Turn, *, thought_as_user: bool) -> list[Message]:
     """One request's messages; with `thought_as_user`, a newest thought-only step is shown as the user's."""
     step_sig = program.step_signature(turn.finish, turn.written)
-    steps = [*turn.base[turn.cut :], *turn.entries]
-    current_start = replay.current_turn_start(turn.base, len(turn.base) - turn.cut, turn.starts_turn, program.signature)
+    demos = demo_steps(program, turn)
+    steps = [*demos, *turn.base[turn.cut :], *turn.entries]
+    current_start = len(demos) + replay.current_turn_start(
+        turn.base, len(turn.base) - turn.cut, turn.starts_turn, program.signature
+    )
     moved: str | None = None
     if thought_as_user and steps and replay.kind_of(steps[-1], program.signature) == "thought":
         moved = steps[-1].thought
@@ -41,7 +66,7 @@ def step_messages(program: ReAct, turn: Turn, *, thought_as_user: bool) -> list[
     host = FormatOptions.read(program.adapter_opts)
     opts = replace(
         host,
-        demos=program.demos,
+        demos=(),
         guidance=guidance(program, turn.rule, turn.written, list(turn.roster.values())),
         response_instruction=False,
         omit_empty_request=True,
