@@ -6,8 +6,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from imp.history import Step
-from imp.programs.react import _last
-from imp.programs.react._state import SUBMIT, Ending, FinishMode, TerminationCause, Turn, deadline_passed, incomplete
+from imp.programs.react._last import forced_submit, last_text
+from imp.programs.react._state import (
+    SUBMIT,
+    THOUGHT_FIELD,
+    Ending,
+    FinishMode,
+    TerminationCause,
+    Turn,
+    deadline_passed,
+    incomplete,
+)
 
 if TYPE_CHECKING:
     from imp.programs.react._program import ReAct
@@ -33,7 +42,7 @@ class FinishRule:
     @property
     def text_field(self) -> str:
         """The step output that holds its text: the text answer, or `next_thought`."""
-        return self.text_output or "next_thought"
+        return self.text_output or THOUGHT_FIELD
 
     def unsent_line(self, program: ReAct) -> str:
         """The line that follows a thought-only step when it is replayed."""
@@ -60,7 +69,7 @@ class TextAnswer(FinishRule):
     thoughts_in_a_row: int = 1
 
     async def last_request(self, program: ReAct, turn: Turn, cause: TerminationCause) -> Ending:
-        return await _last.last_text(program, turn, cause)
+        return await last_text(program, turn, cause)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +83,7 @@ class SubmitAnswer(FinishRule):
         return f"{NOT_SENT} To reply, call `{SUBMIT}` with {outputs}; to keep working, call a tool."
 
     async def last_request(self, program: ReAct, turn: Turn, cause: TerminationCause) -> Ending:
-        return await _last.forced_submit(program, turn, cause)
+        return await forced_submit(program, turn, cause)
 
 
 @dataclass(frozen=True, slots=True)

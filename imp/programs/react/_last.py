@@ -11,7 +11,7 @@ from imp._redact import redact
 from imp.errors import AdapterParseError, LMError, ReActStepError
 from imp.history import Step, ToolCall
 from imp.programs.predict import ChainOfThought
-from imp.programs.react import _replay as replay
+from imp.programs.react._replay import kind_of
 from imp.programs.react._request import Failure, ends_turn, error_text, read_step, refuses_named_choice, request_step
 from imp.programs.react._state import SUBMIT, Ending, TerminationCause, Turn, incomplete
 from imp.programs.react._text import trajectory_text
@@ -34,7 +34,7 @@ _EXTRACT_INSTRUCTIONS = (
 
 def raise_with_history(error: LMError, turn: Turn) -> NoReturn:
     """End the turn with a provider error no further request can cure, carrying the history so far."""
-    error.history = turn.history  # type: ignore[attr-defined]
+    error.history = turn.recorded()  # type: ignore[attr-defined]
     raise error
 
 
@@ -78,7 +78,7 @@ async def last_text(program: ReAct, turn: Turn, cause: TerminationCause) -> Endi
 async def forced_submit(program: ReAct, turn: Turn, cause: TerminationCause) -> Ending:
     """The forced `submit`; `required` with `submit` alone where a named choice is refused; then the extractor."""
     newest = turn.newest
-    thought_last = newest is not None and replay.kind_of(newest, program.signature) == "thought"
+    thought_last = newest is not None and kind_of(newest, program.signature) == "thought"
     options: dict[str, Any] = {"tool_choice": {"type": "function", "function": {"name": SUBMIT}}}
     if "reasoning_effort" in turn.config:
         options["reasoning_effort"] = None
@@ -142,7 +142,7 @@ async def extract(program: ReAct, turn: Turn, cause: TerminationCause) -> Ending
             return incomplete("context_window_exceeded")
         if ends_turn(exc):
             raise_with_history(exc, turn)
-        raise ReActStepError(f"the extractor's request failed: {exc}", history=turn.history, cause=exc) from exc
+        raise ReActStepError(f"the extractor's request failed: {exc}", history=turn.recorded(), cause=exc) from exc
     outputs = {k: prediction.fields[k] for k in signature.outputs}
     turn.add(Step(fields=outputs, tool_calls=()))
     return Ending(outputs, "extracted", cause)
@@ -155,4 +155,6 @@ def _failed(turn: Turn, failure: Failure) -> Ending:
     error = failure.error
     if error is not None and ends_turn(error):
         raise_with_history(error, turn)
-    raise ReActStepError(f"the last request of the turn failed: {error}", history=turn.history, cause=error) from error
+    raise ReActStepError(
+        f"the last request of the turn failed: {error}", history=turn.recorded(), cause=error
+    ) from error

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from imp.adapters.base import FormatOptions
 from imp.history import History, Step, ToolCall, ToolResult
 from imp.lm.base import Message
-from imp.programs.react import _replay as replay
 from imp.programs.react._guidance import guidance
-from imp.programs.react._state import SUBMIT, Turn
+from imp.programs.react._replay import current_turn_start, kind_of, note_renderer, plain_text_renderer, replay_turns
+from imp.programs.react._state import SUBMIT, THOUGHT_FIELD, Turn
 
 if TYPE_CHECKING:
     from imp.programs.react._program import ReAct
@@ -45,15 +45,15 @@ def step_messages(program: ReAct, turn: Turn, *, thought_as_user: bool) -> list[
     step_sig = program.step_signature(turn.finish, turn.written)
     demos = demo_steps(program, turn)
     steps = [*demos, *turn.base[turn.cut :], *turn.entries]
-    current_start = len(demos) + replay.current_turn_start(
+    current_start = len(demos) + current_turn_start(
         turn.base, len(turn.base) - turn.cut, turn.starts_turn, program.signature
     )
     moved: str | None = None
-    if thought_as_user and steps and replay.kind_of(steps[-1], program.signature) == "thought":
+    if thought_as_user and steps and kind_of(steps[-1], program.signature) == "thought":
         moved = steps[-1].thought
         steps[-1] = replace(steps[-1], thought=None)
     text_answer = turn.rule.text_output is not None
-    turns = replay.replay_turns(
+    turns = replay_turns(
         steps,
         task=program.signature,
         step_signature=step_sig,
@@ -70,8 +70,8 @@ def step_messages(program: ReAct, turn: Turn, *, thought_as_user: bool) -> list[
         guidance=guidance(program, turn.rule, turn.written, list(turn.roster.values())),
         response_instruction=False,
         omit_empty_request=True,
-        history_note_renderer=replay.note_renderer(host.history_note_renderer),
-        output_renderer=host.output_renderer or replay.plain_text_renderer(turn.rule.text_output)
+        history_note_renderer=note_renderer(host.history_note_renderer),
+        output_renderer=host.output_renderer or plain_text_renderer(turn.rule.text_output)
         if text_answer
         else host.output_renderer,
     )
@@ -80,7 +80,7 @@ def step_messages(program: ReAct, turn: Turn, *, thought_as_user: bool) -> list[
     if moved is not None:
         # Mistral and Gemini refuse a request that ends on the model's own message: the thought
         # moves to the user side, under its field's marker in the adapter's syntax.
-        section = turn.adapter.field_section("next_thought", moved)
+        section = turn.adapter.field_section(THOUGHT_FIELD, moved)
         last = messages[-1]
         if last["role"] == "user" and not last.get("tool_call_id"):
             messages[-1] = {**last, "content": f"{last['content']}\n\n{section}".strip()}

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from imp.adapters.base import Adapter
 from imp.adapters.chat import ChatAdapter
-from imp.history import History, Step
+from imp.history import History
 from imp.lm.base import LM
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs.base import Program
@@ -16,7 +16,7 @@ from imp.programs.predict import check_options, prepare_inputs, resolve_lm
 from imp.programs.react._finish import FinishRule, rule_for
 from imp.programs.react._loop import run_turn
 from imp.programs.react._request import as_history
-from imp.programs.react._state import SUBMIT, FinishMode, HistoryReplay, Turn
+from imp.programs.react._state import CALLS_FIELD, SUBMIT, THOUGHT_FIELD, FinishMode, HistoryReplay, Turn
 from imp.programs.react._tools import FinishOn, check_outputs
 from imp.runtime.deadline import self_ending
 from imp.runtime.usage import track_usage
@@ -142,12 +142,12 @@ class ReAct(Program):
             outputs = [text.replace(annotation=str | None, default=None)]
             text_field = text.name
         else:
-            outputs = [Field("next_thought", "output", str | None, default=None)]
-            text_field = "next_thought"
+            outputs = [Field(THOUGHT_FIELD, "output", str | None, default=None)]
+            text_field = THOUGHT_FIELD
         if written:
             outputs.append(
                 Field(
-                    "tool_calls",
+                    CALLS_FIELD,
                     "output",
                     list[dict[str, Any]],
                     'The calls to make now, as a JSON list of {"name": ..., "arguments": {...}}; '
@@ -209,11 +209,10 @@ class ReAct(Program):
             try:
                 ending = await run_turn(self, turn)
             except ExecutionCancelled as exc:
-                exc.history = turn.history
+                exc.history = turn.recorded()
                 raise
             finally:
-                if turn.pending:  # the call's inputs are kept even when no step recorded them
-                    turn.add(Step(tool_calls=(), results=()))
+                turn.recorded()  # the call's inputs are kept even when no step recorded them
         complete = ending.reason != "incomplete"
         outputs = ending.outputs
         fields = dict(outputs) if outputs is not None else {n: None for n in self.signature.outputs}

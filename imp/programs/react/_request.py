@@ -15,9 +15,9 @@ from imp.errors import AdapterParseError, LMError
 from imp.history import History, ToolCall
 from imp.lm.base import LMResponse
 from imp.programs.predict import request
-from imp.programs.react import _replay as replay
 from imp.programs.react._messages import step_messages
-from imp.programs.react._state import TerminationCause, Turn
+from imp.programs.react._replay import episode_boundaries
+from imp.programs.react._state import CALLS_FIELD, TerminationCause, Turn
 from imp.programs.react._text import extract_written_calls, written_calls
 from imp.runtime.deadline import time_left
 from imp.runtime.run import emit
@@ -106,7 +106,7 @@ async def request_step(
     """One step request, retried with older episodes left out while the context window is full."""
     from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_none
 
-    boundaries = replay.episode_boundaries(turn.base, list(program.signature.outputs))
+    boundaries = episode_boundaries(turn.base, list(program.signature.outputs))
 
     def remaining() -> list[int]:
         return [b for b in boundaries if b > turn.cut]
@@ -194,7 +194,7 @@ def read_step(program: ReAct, turn: Turn, response: LMResponse) -> Reading:
     if turn.written and not calls:
         calls = [
             call if call.id else ToolCall(f"call_{turn.step}_{i}", call.name, call.arguments)
-            for i, call in enumerate(written_calls(parsed.get("tool_calls") or [], turn.step))
+            for i, call in enumerate(written_calls(parsed.get(CALLS_FIELD) or [], turn.step))
         ]
     value = parsed.get(text_field)
     return Reading(calls, value if isinstance(value, str) and value.strip() else None)

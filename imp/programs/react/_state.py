@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from imp.tools import Tool
 
 __all__ = [
+    "CALLS_FIELD",
     "SUBMIT",
+    "THOUGHT_FIELD",
     "Ending",
     "FinishMode",
     "HistoryReplay",
@@ -29,6 +31,10 @@ __all__ = [
 
 SUBMIT = "submit"
 """The loop's own tool, whose parameters are the outputs; the name is reserved."""
+THOUGHT_FIELD = "next_thought"
+"""The step output holding the text a step wrote beside its calls (DSPy's name)."""
+CALLS_FIELD = "tool_calls"
+"""The step output in which an LM without native tool calling writes its calls."""
 
 FinishMode = Literal["auto", "submit", "tools"]
 HistoryReplay = Literal["full", "actions"]
@@ -106,6 +112,12 @@ class Turn:
     def history(self) -> History:
         """The history so far: the one given, then this call's steps."""
         return self.base.extend(self.entries)
+
+    def recorded(self) -> History:
+        """The history to hand out as the turn ends: the call's inputs kept even when no step recorded them."""
+        if self.pending:
+            self.add(Step(tool_calls=(), results=()))
+        return self.history
 
     @property
     def newest(self) -> Step | None:

@@ -9,6 +9,7 @@ from typing import Any
 from imp.adapters.base import Adapter
 from imp.adapters.json import find_json_object
 from imp.history import Step, ToolCall, ToolResult
+from imp.programs.react._state import CALLS_FIELD
 from imp.signature import Signature
 from imp.tools import Tool
 from imp.values import load_json, render_value, unwrap_fence
@@ -130,7 +131,7 @@ def written_step_text(
 ) -> str:
     """A written-mode step as the model wrote it, in the adapter's reply layout: its text field, then its calls."""
     listed = [{"name": c.name, "arguments": dict(c.arguments)} for c in calls]
-    return adapter.reply_text(step_signature, {text_field: thought or "", "tool_calls": listed})
+    return adapter.reply_text(step_signature, {text_field: thought or "", CALLS_FIELD: listed})
 
 
 def written_observations(calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> str:
