@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from imp.errors import AdapterParseError
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
@@ -24,6 +24,7 @@ __all__ = [
     "FORMAT_OPTIONS",
     "Adapter",
     "FormatOptions",
+    "Guidance",
     "message_name",
 ]
 
@@ -51,6 +52,29 @@ _UNSET: Any = object()
 _NAME_KEYS = ("user_name", "assistant_name")
 MARKER_LINE = re.compile(r"\[\[ ## (\w+) ## \]\]")
 """A Chat field marker, `[[ ## name ## ]]`, at the start of a (stripped) line."""
+
+
+class Guidance(TypedDict, total=False):
+    """What a tool loop tells the adapter about itself (the `guidance` format option); every key optional.
+
+    `tool_names` are listed in the instructions (or `tool_listing`, the tools as text, for an LM
+    without native tools: `written_tools`). The turn ends by `submit_tool` (its outputs are
+    `output_names`, described by `output_lines`), by one of `finish_tools`, or by the plain text
+    of `text_field`; `text_answer` says the reply has no output markers, and `answer_desc` follows
+    the sentence that says so.
+    """
+
+    written_tools: bool
+    text_field: str
+    text_answer: bool
+    submit_tool: str | None
+    finish_tools: list[str]
+    tool_names: list[str]
+    input_names: list[str]
+    output_names: list[str]
+    answer_desc: str
+    output_lines: list[str]
+    tool_listing: str
 
 
 @dataclass(frozen=True, slots=True)
