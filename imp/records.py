@@ -216,6 +216,17 @@ class Step(Mapping[str, Any]):
     assistant_name: str | None = None
     loop_note: str | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.fields, MappingProxyType):
+            object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)) if self.fields else _EMPTY)
+        # A list given for the calls or results is frozen too (the annotations say tuple).
+        calls: object = self.tool_calls
+        if isinstance(calls, list):
+            object.__setattr__(self, "tool_calls", tuple(calls))
+        results: object = self.results
+        if isinstance(results, list):
+            object.__setattr__(self, "results", tuple(results))
+
     @property
     def is_tool_step(self) -> bool:
         """Whether this is a tool-loop step (replayed as native tool messages), not a conversation turn."""

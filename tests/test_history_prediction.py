@@ -163,3 +163,12 @@ def test_a_history_takes_steps_and_mappings_alike() -> None:
     assert imp.History.load(history.dump()) == history
     with pytest.raises(TypeError, match="mapping"):
         imp.History(["not a turn"])  # type: ignore[list-item]
+
+
+def test_a_step_is_frozen_through_and_through() -> None:
+    step = imp.Step(fields={"ticket": "t"}, tool_calls=[imp.ToolCall("c1", "look")], results=[])  # type: ignore[arg-type]
+    assert step.tool_calls == (imp.ToolCall("c1", "look"),) and step.results == ()
+    with pytest.raises(TypeError):
+        step.fields["ticket"] = "changed"  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        step.thought = "changed"  # type: ignore[misc]
