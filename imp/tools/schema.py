@@ -8,6 +8,7 @@ never with an exception, so a model's bad call becomes a sentence it can act on.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -22,6 +23,7 @@ import pydantic
 __all__ = [
     "EMPTY_OBJECT_SCHEMA",
     "SchemaProblem",
+    "annotated",
     "arguments_model",
     "check_arguments",
     "decode_arguments",
@@ -83,6 +85,17 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
 # --- schemas from type hints ------------------------------------------------------------------
 
 
+def annotated(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What holds a callable's type hints and docstring: a partial's function, an object's
+    bound `__call__`, or the function itself."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.isroutine(fn) or isinstance(fn, type):
+        return fn
+    call: Callable[..., Any] = getattr(fn, "__call__", fn)  # noqa: B004 - bound to the object
+    return call
+
+
 def arguments_model(
     fn: Callable[..., Any], model_name: str, namespace: Mapping[str, Any] | None = None
 ) -> type[pydantic.BaseModel]:
@@ -94,7 +107,7 @@ def arguments_model(
     """
     signature = inspect.signature(fn)
     try:
-        hints = get_type_hints(fn, localns=dict(namespace or {}), include_extras=True)
+        hints = get_type_hints(annotated(fn), localns=dict(namespace or {}), include_extras=True)
     except Exception as exc:
         raise TypeError(f"cannot read the type hints of {model_name}: {exc}") from exc
     fields: dict[str, Any] = {}
