@@ -24,6 +24,7 @@ import anyio.lowlevel
 import pydantic
 from anyio.lowlevel import RunVar
 
+from imp._redact import redact_text
 from imp.history import ToolCall, ToolOutcome, ToolResult
 from imp.runtime.logging import get_logger
 from imp.tools.authorization import (
@@ -248,6 +249,10 @@ class _Step:
     def record(self, slot: _Slot, outcome: ToolOutcome, *, result: Any = None, error: str | None = None) -> None:
         if slot.result is not None:
             return
+        if error:
+            # The model reads this sentence (and the provider receives it): an exception's text
+            # may hold a connection URL, a password pair or a key, redacted by the events' shapes.
+            error = redact_text(error)
         slot.result = ToolResult(id=slot.call.id, name=slot.call.name, result=result, outcome=outcome, error=error)
         if slot.index not in self.emitted:
             self.emit_call(slot)
