@@ -71,9 +71,10 @@ def _replace(match: re.Match[str]) -> str:
     if match["sq"] is not None:
         return match[0] if match["sq"] == REDACTED else f"{head}'{REDACTED}'"
     bare = match["bare"]
-    if bare == REDACTED or len(bare) < _MIN_INLINE:
+    secret = bare.rstrip(".:!?")  # a sentence's end is not part of the value
+    if secret == REDACTED or len(secret) < _MIN_INLINE:
         return match[0]
-    return head + REDACTED
+    return head + REDACTED + bare[len(secret) :]
 
 
 def is_secret_key(key: str) -> bool:

@@ -1,6 +1,9 @@
 """`imp.save` / `imp.load`: programs as checksummed JSON, without credentials, functions saved by name.
 
-A program kind (Predict, ChainOfThought, and later ReAct) registers a `ProgramKind` with a dump and
+A saved file passes the same secret scan as logs: credentials and headers are dropped by key
+name, and every text in it (demos, instructions, descriptions) is redacted by value shape.
+
+A program kind (Predict, ChainOfThought, ReAct, ReActTrajectory) registers a `ProgramKind` with a dump and
 a load function; `Saver` and `Loader` give those functions the shared rules: JSON-safe values,
 credentials and headers dropped, functions written as names and resolved from the registry.
 """
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from imp._redact import is_secret_key
+from imp._redact import is_secret_key, redact_text
 from imp.adapters import Adapter, ChatAdapter, JSONAdapter, XMLAdapter
 from imp.errors import ImpError, SignatureError
 from imp.lm.base import LM
@@ -30,6 +33,8 @@ from imp.prediction import Example, Prediction
 from imp.programs.base import Program
 from imp.programs.predict import ChainOfThought, Predict
 from imp.programs.react import ReAct
+from imp.programs.react_trajectory import ReActTrajectory
+from imp.runtime.logging import get_logger
 from imp.signature import Signature
 from imp.tools import Tool
 
@@ -120,6 +125,13 @@ def _function_name(fn: Callable[..., Any], names: Mapping[int, str], where: str)
     )
 
 
+def _callables(registry: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The registry's functions and tools (its classes resolve types, not functions)."""
+    return {
+        k: v for k, v in (registry or {}).items() if isinstance(v, Tool) or (callable(v) and not isinstance(v, type))
+    }
+
+
 def _drop_userinfo(url: str) -> str:
     parts = urlsplit(url)
     netloc = parts.netloc.rpartition("@")[2]
@@ -131,7 +143,9 @@ class Saver:
     """What a kind's dump function uses: JSON-safe values, functions by name, LMs without credentials."""
 
     def __init__(self, registry: Mapping[str, Any] | None = None, *, include_lm: bool = True) -> None:
-        self._names = {id(v): k for k, v in (registry or {}).items() if callable(v)}
+        # A registry names functions, and tools by their runner (`registry={"lookup": lookup}`
+        # with `lookup` an `@imp.tool`).
+        self._names = {id(v.runner if isinstance(v, Tool) else v): k for k, v in _callables(registry).items()}
         self.include_lm = include_lm
 
     def function(self, fn: Callable[..., Any], where: str) -> str:
@@ -237,14 +251,26 @@ class Loader:
         self.lm_override = lm
 
     def function(self, name: str, where: str) -> Callable[..., Any]:
-        """The registry's function saved under `name`."""
-        fn = self.registry.get(name)
-        if fn is None or not callable(fn):
+        """The registry's function saved under `name` (a tool's runner when the entry is a tool)."""
+        entry = self.registry.get(name)
+        if isinstance(entry, Tool):
+            return entry.runner
+        if entry is None:
             raise LoadError(
                 f"{where} was saved as the function {name!r}, which is not in the registry; "
-                f"pass imp.load(path, registry={{{name!r}: fn}})"
+                f"pass imp.load(path, registry={{{name!r}: fn}}) (a function or an @imp.tool)"
             )
-        return fn  # type: ignore[no-any-return]
+        if not callable(entry) or isinstance(entry, type):
+            raise LoadError(
+                f"{where} was saved as the function {name!r}, but registry[{name!r}] is a "
+                f"{type(entry).__name__}, not a function or an @imp.tool"
+            )
+        return entry  # type: ignore[no-any-return]
+
+    def tool(self, name: str) -> Tool | None:
+        """The registry's tool saved under `name`, if the entry is a tool."""
+        entry = self.registry.get(name)
+        return entry if isinstance(entry, Tool) else None
 
     def value(self, value: Any, where: str) -> Any:
         """A saved value with its `{"$function": name}` markers resolved from the registry."""
@@ -343,6 +369,20 @@ def _canonical(document: Mapping[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def _redacted(value: Any, where: str, found: list[str]) -> Any:
+    """The payload with every text redacted by value shape (as logs are); `found` gets the places."""
+    if isinstance(value, str):
+        shown = redact_text(value)
+        if shown != value:
+            found.append(where)
+        return shown
+    if isinstance(value, Mapping):
+        return {k: _redacted(v, f"{where}.{k}", found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, f"{where}[{i}]", found) for i, v in enumerate(value)]
+    return value
+
+
 def _checksum(document: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(_canonical(document)).hexdigest()
 
@@ -353,11 +393,11 @@ def dump_program(
     """The document `imp.save` writes, as a dict (format, schema version, program, checksum)."""
     if not isinstance(program, Program):
         raise TypeError(f"imp.save saves an imp program, got {type(program).__name__}")
-    document: dict[str, Any] = {
-        "format": FORMAT,
-        "schema_version": SCHEMA_VERSION,
-        "program": Saver(registry, include_lm=include_lm).program(program),
-    }
+    redacted: list[str] = []
+    payload = _redacted(Saver(registry, include_lm=include_lm).program(program), "program", redacted)
+    if redacted:
+        get_logger().warning("imp.save.redacted", where=redacted[:10], count=len(redacted))
+    document: dict[str, Any] = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "program": payload}
     document["checksum"] = _checksum(document)
     return document
 
@@ -447,16 +487,28 @@ def _dump_tool(tool: Tool, saver: Saver) -> dict[str, Any]:
 
 def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:
     name = str(data["name"])
+    runner_name = str(data["runner"])
+    parameters = dict(data.get("parameters") or {})
+    given = loader.tool(runner_name)
+    # A tool from the registry brings its arguments model (typed values: enums, nested models)
+    # when the saved schema is still the one the model was built for.
+    model = given.arguments_model if given is not None and _plain_json(given.parameters) == parameters else None
     return Tool(
         name=name,
         description=str(data.get("description", "")),
-        parameters=dict(data.get("parameters") or {}),
-        runner=loader.function(str(data["runner"]), f"the runner of tool `{name}`"),
+        parameters=parameters,
+        runner=loader.function(runner_name, f"the runner of tool `{name}`"),
         timeout=data.get("timeout"),
         sequential=bool(data.get("sequential", False)),
         call_with=data.get("call_with", "keywords"),
         metadata=dict(data.get("metadata") or {}),
+        arguments_model=model,
     )
+
+
+def _plain_json(value: Any) -> Any:
+    """A schema as plain dicts and lists, to compare with one read back from JSON."""
+    return json.loads(json.dumps(value, default=lambda v: dict(v) if isinstance(v, Mapping) else str(v)))
 
 
 def _dump_react(program: ReAct, saver: Saver) -> dict[str, Any]:
@@ -507,3 +559,42 @@ def _load_react(data: Mapping[str, Any], loader: Loader) -> Program:
 
 
 register_program_kind(ProgramKind("react", ReAct, _dump_react, _load_react))
+
+
+# --- ReActTrajectory ---------------------------------------------------------------------------------
+
+
+def _dump_react_trajectory(program: ReActTrajectory, saver: Saver) -> dict[str, Any]:
+    policy = program.tool_policy
+    saved_policy: Any = (
+        {_FUNCTION: saver.function(policy, "tool_policy")} if callable(policy) else saver.value(policy, "tool_policy")
+    )
+    opts = {k: v for k, v in program.adapter_opts.items() if k != "demos"}
+    return {
+        "signature": saver.signature(program.signature),
+        "tools": [_dump_tool(t, saver) for t in program.tools],
+        "demos": [saver.value(d, f"demos[{i}]") for i, d in enumerate(program.demos)],
+        "config": saver.value(program.config, "config", drop_secrets=True),
+        "adapter": saver.adapter(program.adapter),
+        "adapter_opts": saver.value(opts, "adapter_opts", drop_secrets=True, functions=True),
+        "max_iters": program.max_iters,
+        "tool_policy": saved_policy,
+        "lm": saver.lm(program.lm, "ReActTrajectory"),
+    }
+
+
+def _load_react_trajectory(data: Mapping[str, Any], loader: Loader) -> Program:
+    return ReActTrajectory(
+        signature=loader.signature(data["signature"]),
+        tools=tuple(_load_tool(t, loader) for t in data.get("tools") or ()),
+        lm=loader.lm(data.get("lm")),
+        adapter=loader.adapter(data.get("adapter")),
+        demos=tuple(data.get("demos") or ()),
+        config=dict(data.get("config") or {}),
+        adapter_opts=loader.value(dict(data.get("adapter_opts") or {}), "adapter_opts"),
+        max_iters=int(data.get("max_iters", 20)),
+        tool_policy=loader.value(data.get("tool_policy", "allow"), "tool_policy"),
+    )
+
+
+register_program_kind(ProgramKind("react_trajectory", ReActTrajectory, _dump_react_trajectory, _load_react_trajectory))

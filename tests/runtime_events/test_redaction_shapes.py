@@ -104,6 +104,7 @@ def test_known_secrets_and_nested_values() -> None:
 
 
 R = REDACTED
+KEYISH = "sk-proj-abcdefghijklmnop0123456789"
 # (text, exactly what it becomes): every shape, alone, inline, quoted, nested and already redacted.
 EXACT: list[tuple[str, str]] = [
     ("password=sk-abcdefghijklmnop", f"password={R}"),
@@ -133,6 +134,8 @@ EXACT: list[tuple[str, str]] = [
     ("keys AKIAABCDEFGHIJKLMNOP and hf_abcdefghijklmnopqrstuvwxyz", f"keys {R} and {R}"),
     ("[sk-abcdefghijklmnop]", f"[{R}]"),
     ("(password=abcdefgh)", f"(password={R})"),
+    (f"the vault refused token={KEYISH}. Try again.", f"the vault refused token={R}. Try again."),
+    ("password: hunter22!", f"password: {R}!"),
     ("ratio 3:2, time 12:30", "ratio 3:2, time 12:30"),
 ]
 
