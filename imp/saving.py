@@ -34,6 +34,7 @@ from imp.programs.base import Program
 from imp.programs.predict import ChainOfThought, Predict
 from imp.programs.react import ReAct
 from imp.programs.react_trajectory import ReActTrajectory
+from imp.records import plain
 from imp.runtime.logging import get_logger
 from imp.signature import Signature
 from imp.tools import Tool
@@ -492,7 +493,7 @@ def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:
     given = loader.tool(runner_name)
     # A tool from the registry brings its arguments model (typed values: enums, nested models)
     # when the saved schema is still the one the model was built for.
-    model = given.arguments_model if given is not None and _plain_json(given.parameters) == parameters else None
+    model = given.arguments_model if given is not None and plain(given.parameters) == parameters else None
     return Tool(
         name=name,
         description=str(data.get("description", "")),
@@ -504,11 +505,6 @@ def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:
         metadata=dict(data.get("metadata") or {}),
         arguments_model=model,
     )
-
-
-def _plain_json(value: Any) -> Any:
-    """A schema as plain dicts and lists, to compare with one read back from JSON."""
-    return json.loads(json.dumps(value, default=lambda v: dict(v) if isinstance(v, Mapping) else str(v)))
 
 
 def _dump_react(program: ReAct, saver: Saver) -> dict[str, Any]:

@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
-import json_repair
 import pydantic
+
+from imp._json import loads
 
 __all__ = [
     "EMPTY_OBJECT_SCHEMA",
@@ -57,6 +58,7 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
     """Arguments as a dict, from a mapping or from (possibly broken) JSON text.
 
     Returns `(arguments, None)`, or `(None, reason)` when the arguments are not a JSON object.
+    Text is read by imp's one lenient reader (`imp._json.loads`: repairs, code fences).
     Keys stay text; nothing here turns a model's text into a Python name.
     """
     if raw is None:
@@ -70,12 +72,9 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
         if not text:
             return {}, None
         try:
-            value = json.loads(text)
+            value = loads(text)
         except ValueError:
-            try:
-                value = json_repair.loads(text)
-            except Exception:  # json_repair is forgiving, but never let it crash a step
-                value = None
+            value = None
         if isinstance(value, Mapping):
             return {str(k): v for k, v in value.items()}, None
         return None, f"are not a JSON object: {_preview(raw)}"

@@ -13,6 +13,7 @@ from typing import Any, Literal, overload
 
 import pydantic
 
+from imp.records import plain
 from imp.tools._docstring import Docstring, parse_docstring
 from imp.tools.schema import EMPTY_OBJECT_SCHEMA, annotated, arguments_model, model_schema
 
@@ -82,19 +83,11 @@ class Tool:
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI function-tool dict: `{"type": "function", "function": {...}}`."""
-        parameters = _plain(self.parameters) if self.parameters else dict(EMPTY_OBJECT_SCHEMA)
+        parameters = plain(self.parameters) if self.parameters else dict(EMPTY_OBJECT_SCHEMA)
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": parameters},
         }
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
