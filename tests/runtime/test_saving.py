@@ -134,7 +134,7 @@ def test_files_that_are_not_saved_programs_are_refused(tmp_path: Path) -> None:
 
 
 def dump_program_checksum(document: Mapping[str, Any]) -> str:
-    from imp.saving import _checksum
+    from imp.saving._file import _checksum
 
     return _checksum(document)
 
@@ -276,7 +276,7 @@ def _load_twice(data: Mapping[str, Any], loader: Loader) -> Program:
 
 @pytest.fixture
 def twice_kind() -> Iterator[None]:
-    from imp.saving import _KINDS
+    from imp.saving._codec import KINDS as _KINDS
 
     register_program_kind(ProgramKind("twice", Twice, _dump_twice, _load_twice))
     try:

@@ -1,0 +1,304 @@
+"""The rules every saved program shares: JSON-safe values, credentials and headers dropped,
+functions by name (from a registry of functions and tools), allowlisted adapters, the registry of
+program kinds, and the errors of saving and loading."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from imp._redact import is_secret_key
+from imp.adapters import Adapter, ChatAdapter, JSONAdapter, XMLAdapter
+from imp.errors import ImpError, SignatureError
+from imp.lm.base import LM
+from imp.lm.scripted import ScriptedLM, StaticLM
+from imp.prediction import Example, Prediction
+from imp.programs.base import Program
+from imp.signature import Signature
+from imp.tools import Tool
+
+__all__ = [
+    "ADAPTERS",
+    "FUNCTION",
+    "KINDS",
+    "ChecksumError",
+    "LoadError",
+    "Loader",
+    "ProgramKind",
+    "SaveError",
+    "Saver",
+    "register_program_kind",
+]
+
+ADAPTERS: Mapping[str, type[Adapter]] = {
+    "ChatAdapter": ChatAdapter,
+    "JSONAdapter": JSONAdapter,
+    "XMLAdapter": XMLAdapter,
+}
+"""The adapters a saved program may name (an allowlist: a file never names a class to import)."""
+
+FUNCTION = "$function"
+_HEADER_KEYS = frozenset({"headers", "extra_headers", "http_client"})
+_NOT_SAVED_LM_OPTIONS = frozenset({"cache", "retry_policy"})
+
+
+class SaveError(ImpError, ValueError):
+    """A program that cannot be saved faithfully (a scripted LM, an unnamed function, a non-JSON value)."""
+
+
+class LoadError(ImpError, ValueError):
+    """A saved program that cannot be loaded (not imp's format, a newer schema, a name not in the registry)."""
+
+
+class ChecksumError(LoadError):
+    """A saved program whose contents no longer match its checksum (edited after `imp.save` wrote it)."""
+
+
+# --- the registry of program kinds ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramKind:
+    """How one program class is saved and loaded: its kind name, class, dump and load functions."""
+
+    name: str
+    cls: type[Program]
+    dump: Callable[[Any, Saver], dict[str, Any]]
+    load: Callable[[Mapping[str, Any], Loader], Program]
+
+
+KINDS: dict[str, ProgramKind] = {}
+
+
+def register_program_kind(kind: ProgramKind) -> None:
+    """Make a program class saveable (a kind name may be registered again, replacing the old one)."""
+    KINDS[kind.name] = kind
+
+
+def _kind_of(program: Program) -> ProgramKind:
+    for kind in KINDS.values():
+        if type(program) is kind.cls:
+            return kind
+    known = ", ".join(sorted(k.cls.__name__ for k in KINDS.values()))
+    raise SaveError(f"imp.save does not know how to save a {type(program).__name__} (it saves: {known})")
+
+
+# --- values ---------------------------------------------------------------------------------------
+
+
+def _function_name(fn: Callable[..., Any], names: Mapping[int, str], where: str) -> str:
+    name = names.get(id(fn))
+    if name is not None:
+        return name
+    qualname = getattr(fn, "__qualname__", None)
+    if isinstance(qualname, str) and "<" not in qualname:
+        return qualname
+    raise SaveError(
+        f"{where} is a function without a usable name ({qualname or type(fn).__name__}); "
+        f"name it in the registry: imp.save(program, path, registry={{'my_name': fn}})"
+    )
+
+
+def _callables(registry: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The registry's functions and tools (its classes resolve types, not functions)."""
+    return {
+        k: v for k, v in (registry or {}).items() if isinstance(v, Tool) or (callable(v) and not isinstance(v, type))
+    }
+
+
+def _drop_userinfo(url: str) -> str:
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_secret_key(k)])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+class Saver:
+    """What a kind's dump function uses: JSON-safe values, functions by name, LMs without credentials."""
+
+    def __init__(self, registry: Mapping[str, Any] | None = None, *, include_lm: bool = True) -> None:
+        # A registry names functions, and tools by their runner (`registry={"lookup": lookup}`
+        # with `lookup` an `@imp.tool`).
+        self._names = {id(v.runner if isinstance(v, Tool) else v): k for k, v in _callables(registry).items()}
+        self.include_lm = include_lm
+
+    def function(self, fn: Callable[..., Any], where: str) -> str:
+        """The name a function is saved under (its registry name, else its qualified name)."""
+        return _function_name(fn, self._names, where)
+
+    def value(self, value: Any, where: str, *, drop_secrets: bool = False, functions: bool = False) -> Any:
+        """A JSON-safe copy of a value; raises `SaveError` naming `where` for what JSON cannot hold."""
+        if value is None or isinstance(value, bool | int | str):
+            return value
+        if isinstance(value, float):
+            if math.isfinite(value):
+                return value
+            raise SaveError(f"{where} is {value!r}, which JSON cannot hold")
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise SaveError(f"{where} has a non-string key {key!r}")
+                if drop_secrets and (is_secret_key(key) or key.lower() in _HEADER_KEYS):
+                    continue
+                out[key] = self.value(item, f"{where}.{key}", drop_secrets=drop_secrets, functions=functions)
+            return out
+        if isinstance(value, list | tuple):
+            return [
+                self.value(v, f"{where}[{i}]", drop_secrets=drop_secrets, functions=functions)
+                for i, v in enumerate(value)
+            ]
+        if isinstance(value, Example):
+            return self.value(value.to_dict(), where, drop_secrets=drop_secrets, functions=functions)
+        if isinstance(value, Prediction):
+            return self.value(value.fields, where, drop_secrets=drop_secrets, functions=functions)
+        if isinstance(value, enum.Enum):
+            return self.value(value.value, where)
+        if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+            return value.isoformat()
+        dump = getattr(value, "model_dump", None)
+        if callable(dump) and not isinstance(value, type):
+            return self.value(dump(mode="json"), where)
+        if functions and callable(value):
+            return {FUNCTION: self.function(value, where)}
+        raise SaveError(f"{where} is a {type(value).__name__}, which imp.save cannot write as JSON")
+
+    def signature(self, signature: Signature, where: str = "signature") -> dict[str, Any]:
+        """A signature's dump, checked to be JSON-safe."""
+        dumped: dict[str, Any] = self.value(signature.dump(), where)
+        return dumped
+
+    def adapter(self, adapter: Adapter | None) -> str | None:
+        """An adapter's name from the allowlist (None when the program uses the configured one)."""
+        if adapter is None:
+            return None
+        for name, cls in ADAPTERS.items():
+            if type(adapter) is cls:
+                return name
+        raise SaveError(
+            f"the adapter {type(adapter).__name__} cannot be saved; saved programs name one of {', '.join(ADAPTERS)}"
+        )
+
+    def lm(self, lm: LM | None, owner: str) -> dict[str, Any] | None:
+        """Provider, model, options and base URL of an `imp.lm(...)` client; never a credential or header."""
+        if lm is None or not self.include_lm:
+            return None
+        if isinstance(lm, ScriptedLM | StaticLM):
+            raise SaveError(
+                f"{owner} is pinned to {lm!r}, a scripted LM, which cannot be saved (its replies are test data). "
+                "Save with imp.save(program, path, include_lm=False) and pass lm=... to imp.load"
+            )
+        from imp.lm import PROVIDERS
+
+        provider = getattr(lm, "provider", None)
+        model = getattr(lm, "model", None)
+        if provider not in PROVIDERS or not isinstance(model, str):
+            raise SaveError(
+                f"{owner} is pinned to {lm!r}, which is not an imp.lm(...) client and cannot be saved; "
+                "save with include_lm=False and pass lm=... to imp.load"
+            )
+        options = getattr(lm, "options", None)
+        if not isinstance(options, Mapping):
+            options = getattr(lm, "defaults", None)
+        kept = {k: v for k, v in dict(options or {}).items() if k not in _NOT_SAVED_LM_OPTIONS}
+        out: dict[str, Any] = {
+            "provider": provider,
+            "model": model,
+            "options": self.value(kept, "lm.options", drop_secrets=True),
+        }
+        base_url = getattr(lm, "base_url", None)
+        if isinstance(base_url, str) and base_url and base_url != getattr(lm, "default_base_url", None):
+            out["base_url"] = _drop_userinfo(base_url)
+        return out
+
+    def program(self, program: Program) -> dict[str, Any]:
+        """A nested program's payload (with its kind), for kinds that contain programs."""
+        kind = _kind_of(program)
+        return {"kind": kind.name, **kind.dump(program, self)}
+
+
+class Loader:
+    """What a kind's load function uses: functions and types from the registry, the LM to pin."""
+
+    def __init__(self, registry: Mapping[str, Any] | None = None, *, lm: LM | None = None) -> None:
+        self.registry = dict(registry or {})
+        self.lm_override = lm
+
+    def function(self, name: str, where: str) -> Callable[..., Any]:
+        """The registry's function saved under `name` (a tool's runner when the entry is a tool)."""
+        entry = self.registry.get(name)
+        if isinstance(entry, Tool):
+            return entry.runner
+        if entry is None:
+            raise LoadError(
+                f"{where} was saved as the function {name!r}, which is not in the registry; "
+                f"pass imp.load(path, registry={{{name!r}: fn}}) (a function or an @imp.tool)"
+            )
+        if not callable(entry) or isinstance(entry, type):
+            raise LoadError(
+                f"{where} was saved as the function {name!r}, but registry[{name!r}] is a "
+                f"{type(entry).__name__}, not a function or an @imp.tool"
+            )
+        return entry  # type: ignore[no-any-return]
+
+    def tool(self, name: str) -> Tool | None:
+        """The registry's tool saved under `name`, if the entry is a tool."""
+        entry = self.registry.get(name)
+        return entry if isinstance(entry, Tool) else None
+
+    def value(self, value: Any, where: str) -> Any:
+        """A saved value with its `{"$function": name}` markers resolved from the registry."""
+        if isinstance(value, Mapping):
+            if set(value) == {FUNCTION} and isinstance(value[FUNCTION], str):
+                return self.function(value[FUNCTION], where)
+            return {k: self.value(v, f"{where}.{k}") for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    def signature(self, data: Mapping[str, Any]) -> Signature:
+        """A saved signature; custom field types come from the registry by class name."""
+        types = {k: v for k, v in self.registry.items() if isinstance(v, type)}
+        try:
+            return Signature.load(data, types=types)
+        except SignatureError as exc:
+            raise LoadError(
+                f"the saved signature could not be read ({exc.reason}); "
+                "if it uses your own classes, pass them in registry={'ClassName': ClassName}"
+            ) from exc
+
+    def adapter(self, name: Any) -> Adapter | None:
+        """The allowlisted adapter a file names."""
+        if name is None:
+            return None
+        cls = ADAPTERS.get(name) if isinstance(name, str) else None
+        if cls is None:
+            raise LoadError(f"the saved adapter {name!r} is not one of {', '.join(ADAPTERS)}")
+        return cls()
+
+    def lm(self, data: Any) -> LM | None:
+        """The LM to pin: `imp.load(..., lm=...)` if given, else one rebuilt from provider, model and options."""
+        if self.lm_override is not None:
+            return self.lm_override
+        if data is None:
+            return None
+        if not isinstance(data, Mapping) or not isinstance(data.get("provider"), str):
+            raise LoadError("the saved lm must name a provider and a model")
+        from imp.lm import lm as make_lm
+
+        options = dict(data.get("options") or {})
+        return make_lm(f"{data['provider']}:{data['model']}", base_url=data.get("base_url"), **options)
+
+    def program(self, data: Mapping[str, Any]) -> Program:
+        """A nested program from its payload."""
+        name = data.get("kind")
+        kind = KINDS.get(name) if isinstance(name, str) else None
+        if kind is None:
+            known = ", ".join(sorted(KINDS))
+            raise LoadError(f"unknown program kind {name!r} (this imp loads: {known})")
+        return kind.load(data, self)
