@@ -458,3 +458,30 @@ def test_a_react_trajectory_round_trips_and_runs(tmp_path: Path) -> None:
     assert prediction.answer == "Paris"
     with pytest.raises(LoadError, match="_search"):
         load(path)
+
+
+SAVED_BY_MAIN = Path(__file__).parent / "saved_by_main"
+
+
+def _lookup(order: str) -> str:
+    return f"{order}: shipped"
+
+
+def test_programs_saved_before_the_saving_package_still_load() -> None:
+    """Files written by imp before saving became a package (kept as fixtures) load the same."""
+    predict = load(SAVED_BY_MAIN / "predict.json")
+    assert type(predict) is imp.Predict and type(predict.adapter) is imp.JSONAdapter
+    assert predict.signature.instructions == "Answer with a number."
+    assert predict.demos == ({"question": "1+1", "context": "", "answer": 2},)
+    assert predict.config == {"temperature": 0.2}
+    cot = load(SAVED_BY_MAIN / "chain_of_thought.json")
+    assert type(cot) is imp.ChainOfThought and cot.demos == ({"question": "q", "reasoning": "r", "answer": "a"},)
+    react = load(SAVED_BY_MAIN / "react.json", registry={"lookup": _lookup})
+    assert isinstance(react, imp.ReAct) and react.max_iters == 5
+    assert [t.name for t in react.tools] == ["lookup"] and react.tools[0].runner is _lookup
+    assert react.tool_policy == ["lookup", "submit"]
+    # Loaded and saved again, each file keeps its meaning.
+    for program, registry in ((predict, None), (cot, None), (react, {"lookup": _lookup})):
+        again = dump_program(program, registry=registry)
+        original = json.loads((SAVED_BY_MAIN / f"{again['program']['kind']}.json").read_text())
+        assert again["program"] == original["program"]
