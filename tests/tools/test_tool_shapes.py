@@ -311,3 +311,42 @@ def test_tool_call_load_reads_empty_arguments_as_an_empty_object(data: dict[str,
 def test_tool_call_load_still_refuses_arguments_that_are_not_an_object() -> None:
     with pytest.raises((TypeError, ValueError)):
         ToolCall.load({"id": "c", "name": "f", "arguments": "[1, 2]"})
+
+
+def test_a_default_without_a_type_hint_is_kept_untyped() -> None:
+    def foo(x=100):  # type: ignore[no-untyped-def]
+        return x
+
+    assert tool(foo).parameters["properties"] == {"x": {"default": 100}}
+
+
+def test_nested_lists_of_models_and_typed_dicts_arrive_typed(run: Run) -> None:
+    from typing import TypedDict
+
+    class Point(TypedDict):
+        x: int
+        y: int
+
+    seen: list[Any] = []
+
+    def draw(shapes: list[list[Address]], origin: Point) -> str:
+        """Draw.
+
+        Args:
+            shapes: Rows of addresses.
+            origin (Point): Where to start.
+        """
+        seen.append((shapes, origin))
+        return "ok"
+
+    made = tool(draw)
+    assert made.parameters["properties"]["origin"]["description"] == "Where to start."
+    arguments = {"shapes": [[{"street": "s", "city": "c"}]], "origin": {"x": 1, "y": 2}}
+
+    async def body() -> Any:
+        return await run_tool_calls([ToolCall("c", "draw", arguments)], [made])
+
+    [result] = run(body)
+    assert result.outcome == "result", result
+    shapes, origin = seen[0]
+    assert shapes == [[Address(street="s", city="c")]] and origin == {"x": 1, "y": 2}
