@@ -97,3 +97,27 @@ def test_the_provider_never_receives_a_tools_secret() -> None:
     sent = json.dumps([request.messages for request in lm.requests])
     assert "hunter2hunter2" not in sent and KEY not in sent
     assert "postgres://app:[REDACTED]@db/orders refused" in sent
+
+
+def test_a_failing_tools_events_and_history_read_cleanly() -> None:
+    from imp.runtime.run import Event, run_scope
+
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        raise RuntimeError(f"password={KEY} refused for token: Bearer abcdefghijklmnop")
+
+    lm = imp.ScriptedLM(
+        [{"tool_calls": [{"name": "lookup", "arguments": {"order": "A1"}}]}, {"reply": "down"}],
+        exhausted={"reply": "done"},
+    )
+    events: list[Event] = []
+    with run_scope(on_event=events.append):
+        prediction = imp.call_sync(imp.react("question -> reply", [lookup], lm=lm), question="A1?")
+    expected = "lookup failed: password=[REDACTED] refused for token: [REDACTED]"
+    [result] = prediction.metadata.history[0]["tool_call_results"]
+    assert result.error == expected
+    shown = [json.dumps(e.dump()) for e in events if "lookup failed" in json.dumps(e.dump())]
+    assert shown, "the failure is in an event"
+    for text in shown:
+        assert KEY not in text and "abcdefghijklmnop" not in text
+        assert "[REDACTED]]" not in text and expected in text
