@@ -22,13 +22,14 @@ _SECRET_KEY = re.compile(
     r"^jwt$|^bearer$|signing[_-]?key)",
     re.IGNORECASE,
 )
-# Credential-bearing key names written inline in text, e.g. `api_key=abc123` or `"password": "x"`.
+# Credential-bearing key names written inline in text, e.g. `api_key=abc123`, `"password": "x"` or
+# `DB_PASSWORD=...` (a prefix joined by `_` or `-`); a bare `token` only on its own.
 _INLINE_KEY = (
-    r"(?:api[_-]?key|apikey|auth[_-]?token|access[_-]?token|refresh[_-]?token|client[_-]?secret|secret[_-]?key|"
-    r"password|passwd|secret|token)"
+    r"(?:(?:[A-Za-z0-9]+[_-])*(?:api[_-]?key|apikey|auth[_-]?token|access[_-]?token|refresh[_-]?token|"
+    r"client[_-]?secret|secret[_-]?key|password|passwd|secret|token)|apikey)"
 )
-_SECRET_VALUE = re.compile(
-    r"((?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,}"
+_VALUE_SHAPES = (
+    r"(?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,}"
     r"|(?i:basic)\s+[A-Za-z0-9+/]{12,}={0,2}"
     r"|\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}"
     r"|\bsk-ant-[A-Za-z0-9_-]{12,}"
@@ -38,15 +39,42 @@ _SECRET_VALUE = re.compile(
     r"|\bgithub_pat_[A-Za-z0-9_]{20,}"
     r"|\bhf_[A-Za-z0-9]{20,}"
     r"|\bAIza[0-9A-Za-z_-]{30,}"
-    r"|\bAKIA[0-9A-Z]{16}\b)"
+    r"|\bAKIA[0-9A-Z]{16}\b"
 )
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)(?P<secret>[^\s@/]+)(?P<at>@)", re.IGNORECASE)
-_INLINE = re.compile(
-    r"(?P<head>\b" + _INLINE_KEY + r"""["']?\s*[:=]\s*["']?)(?P<secret>[^\s"',;&)}\]]{4,})""",
-    re.IGNORECASE,
+# A bare inline value: up to a separator (`&` only before the next `name=` of a query); an earlier `[REDACTED]` inside it is part of it, so a
+# second pass over redacted text finds the marker whole and leaves it be.
+_BARE = r"""(?:\[REDACTED\]|&(?![A-Za-z_][\w.-]*=)|[^\s"',;&)}\]\[])+"""
+# Every shape in one pattern, applied in one pass: a match never overlaps another's replacement,
+# which is what keeps the output well-formed (no `password=[REDACTED]]`) and idempotent.
+_SHAPES = re.compile(
+    r"(?P<url>\b(?i:[a-z][a-z0-9+.-]*)://[^\s:/@]*:)(?P<url_secret>[^\s@/]+)(?=@)"
+    r"|(?P<key>(?<![A-Za-z0-9_-])(?i:" + _INLINE_KEY + r""")\\?["']?\s*[:=]\s*)"""
+    r"""(?:(?P<dq_open>\\?")(?P<dq>[^"\\\n]+)\\?"|'(?P<sq>[^'\n]+)'"""
+    r"|(?P<bare>(?:(?i:bearer|basic)\s+)?" + _BARE + r"))"
+    r"|(?P<value>" + _VALUE_SHAPES + r")"
 )
-# Cheap test before the regexes: a string without any of these cannot hold a secret shape.
+# Cheap test before the regex: a string without any of these cannot hold a secret shape.
 _HINTS = re.compile(r"[-_]|bearer|basic|eyJ|AKIA|AIza|://|[=:]", re.IGNORECASE)
+_MIN_INLINE = 4
+"""An inline value shorter than this (`token: no`) is not taken for a secret."""
+
+
+def _replace(match: re.Match[str]) -> str:
+    if match["value"] is not None:
+        return REDACTED
+    if match["url"] is not None:
+        return match["url"] + REDACTED
+    head = match["key"]
+    if match["dq"] is not None:
+        quote = match["dq_open"]  # `\"` in JSON written inside a JSON string
+        return match[0] if match["dq"] == REDACTED else f"{head}{quote}{REDACTED}{quote}"
+    if match["sq"] is not None:
+        return match[0] if match["sq"] == REDACTED else f"{head}'{REDACTED}'"
+    bare = match["bare"]
+    secret = bare.rstrip(".:!?")  # a sentence's end is not part of the value
+    if secret == REDACTED or len(secret) < _MIN_INLINE:
+        return match[0]
+    return head + REDACTED + bare[len(secret) :]
 
 
 def is_secret_key(key: str) -> bool:
@@ -55,18 +83,17 @@ def is_secret_key(key: str) -> bool:
 
 
 def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """Replace secret-shaped substrings (and any known secret values) in a string."""
+    """Replace secret-shaped substrings (and any known secret values) in a string, once.
+
+    The result keeps the text around each secret and is a fixed point: redacting it again
+    changes nothing.
+    """
     for secret in secrets:
-        if secret:
+        if secret and secret != REDACTED:
             text = text.replace(secret, REDACTED)
     if len(text) < 8 or not _HINTS.search(text):
         return text
-    text = _SECRET_VALUE.sub(REDACTED, text)
-    if "://" in text:
-        text = _URL_PASSWORD.sub(lambda m: m["head"] + REDACTED + m["at"], text)
-    if "=" in text or ":" in text:
-        text = _INLINE.sub(lambda m: m["secret"] if m["secret"] == REDACTED else m["head"] + REDACTED, text)
-    return text
+    return _SHAPES.sub(_replace, text)
 
 
 def redact(value: Any, secrets: tuple[str, ...] = ()) -> Any:

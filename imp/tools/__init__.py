@@ -4,7 +4,8 @@ Each call ends with one outcome (`result`, `refused`, `auth_refused`, `not_sent`
 a failure is an observation for the model (`format_tool_result`), never a crash of the loop.
 """
 
-from imp.history import ToolCall, ToolOutcome, ToolResult
+from imp.history import ToolCall, ToolOutcome, ToolResult, format_tool_result
+from imp.tools._threads import DEFAULT_TOOL_THREADS, tool_thread_limiter
 from imp.tools.authorization import (
     DEFAULT_AUTHORIZE_TIMEOUT,
     Allow,
@@ -17,9 +18,8 @@ from imp.tools.authorization import (
 )
 from imp.tools.errors import ExecutionCancelled, ToolError
 from imp.tools.events import EventHandler, ToolEvent, ToolEventKind
-from imp.tools.format import format_tool_result, format_tool_value
 from imp.tools.policy import PolicyFunction, ToolPolicy, check_policy
-from imp.tools.run import DEFAULT_TOOL_THREADS, run_tool_calls, tool_thread_limiter
+from imp.tools.run import run_tool_calls
 from imp.tools.schema import SchemaProblem, check_arguments, decode_arguments
 from imp.tools.tool import RESERVED_TOOL_NAMES, CallWith, Tool, as_tool, tool
 
@@ -52,7 +52,6 @@ __all__ = [
     "check_policy",
     "decode_arguments",
     "format_tool_result",
-    "format_tool_value",
     "run_tool_calls",
     "tool",
     "tool_thread_limiter",

@@ -9,23 +9,20 @@ failure is a sentence the model reads, never an exception, except an authorizer'
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pydantic
-from anyio.lowlevel import RunVar
 
+from imp._redact import redact_text
 from imp.history import ToolCall, ToolOutcome, ToolResult
 from imp.runtime.logging import get_logger
+from imp.tools._threads import run_in_tool_thread, tool_thread_limiter
 from imp.tools.authorization import (
     DEFAULT_AUTHORIZE_TIMEOUT,
     AuthorizationRequest,
@@ -40,72 +37,7 @@ from imp.tools.policy import ToolPolicy, check_policy, validate_policy
 from imp.tools.schema import check_arguments, decode_arguments, describe_problems
 from imp.tools.tool import Tool
 
-__all__ = ["DEFAULT_TOOL_THREADS", "run_in_tool_thread", "run_tool_calls", "tool_thread_limiter"]
-
-DEFAULT_TOOL_THREADS = 32
-"""How many sync tools may run in worker threads at once, per event loop, by default."""
-
-_thread_limiter: RunVar[anyio.CapacityLimiter] = RunVar("imp_tool_thread_limiter")
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _tool_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=DEFAULT_TOOL_THREADS * 2, thread_name_prefix="imp-tool")
-        return _pool
-
-
-async def run_in_tool_thread[T](fn: Callable[[], T]) -> T:
-    """Run a sync tool on imp's process-wide worker threads and wait for it without blocking the loop.
-
-    The threads outlive any one event loop, so `imp.call_sync`, which starts a loop per call, does
-    not start its tools' threads cold each time. The caller's context variables go with the call.
-    Cancelling the waiting task abandons the call (a thread cannot be interrupted; it finishes on
-    its own and its value is dropped), as `anyio.to_thread.run_sync(..., abandon_on_cancel=True)` does.
-    """
-    call_soon = _call_soon_threadsafe()
-    finished = anyio.Event()
-
-    def wake(_: Future[T]) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop has finished: nobody is waiting any more
-            call_soon(finished.set)
-
-    future = _tool_pool().submit(contextvars.copy_context().run, fn)
-    future.add_done_callback(wake)
-    if not future.done():
-        await finished.wait()
-    return future.result()
-
-
-def _call_soon_threadsafe() -> Callable[[Callable[[], object]], object]:
-    """This event loop's way to schedule a callback from another thread without waiting for it.
-
-    A worker thread must never block on the loop: a loop that has stopped would hold the thread
-    (and the interpreter's exit) forever.
-    """
-    native = anyio.lowlevel.current_token().native_token
-    schedule = getattr(native, "call_soon_threadsafe", None) or getattr(native, "run_sync_soon", None)
-    if schedule is None:
-        raise RuntimeError(f"imp cannot wake this event loop from a worker thread ({type(native).__name__})")
-    return schedule  # type: ignore[no-any-return]
-
-
-def tool_thread_limiter() -> anyio.CapacityLimiter:
-    """The event loop's limiter for sync tools (`DEFAULT_TOOL_THREADS` tokens), made on first use.
-
-    Set `limiter.total_tokens` to change it for the whole loop, or pass `limiter=` per step.
-    """
-    try:
-        return _thread_limiter.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(DEFAULT_TOOL_THREADS)
-        _thread_limiter.set(limiter)
-        return limiter
+__all__ = ["run_tool_calls"]
 
 
 async def run_tool_calls(
@@ -248,6 +180,10 @@ class _Step:
     def record(self, slot: _Slot, outcome: ToolOutcome, *, result: Any = None, error: str | None = None) -> None:
         if slot.result is not None:
             return
+        if error:
+            # The model reads this sentence (and the provider receives it): an exception's text
+            # may hold a connection URL, a password pair or a key, redacted by the events' shapes.
+            error = redact_text(error)
         slot.result = ToolResult(id=slot.call.id, name=slot.call.name, result=result, outcome=outcome, error=error)
         if slot.index not in self.emitted:
             self.emit_call(slot)
@@ -275,31 +211,38 @@ class _Step:
     # --- one call -------------------------------------------------------------------------
 
     async def run(self, slot: _Slot) -> None:
+        """Decide one call, then run it if it was not refused; every path records its result."""
         try:
-            await self._run(slot)
+            decided = await self._decide(slot)
+            if decided is not None:
+                await self._execute(slot, *decided)
         except anyio.get_cancelled_exc_class():
             self.record_interrupted(slot)
             raise
 
-    async def _run(self, slot: _Slot) -> None:
+    async def _decide(self, slot: _Slot) -> tuple[Tool, _Invocation] | None:
+        """Whether the call runs, and how: its tool and arguments, or None once it is refused.
+
+        Every check but the run itself: name, policy, arguments, schema, authorization.
+        """
         call = slot.call
         tool = self.tools.get(call.name)
         if tool is None:
             self.record(slot, "refused", error=self._unknown_tool_sentence(call.name))
-            return
+            return None
         arguments, problem = decode_arguments(call.arguments)
         checked_call = ToolCall(call.id, call.name, arguments if arguments is not None else {})
         refusal = await check_policy(self.policy, checked_call)
         if refusal is not None:
             self.record(slot, "refused", error=refusal)
-            return
+            return None
         if arguments is None:
             self.record(slot, "refused", error=f"{call.name} got arguments that {problem}.")
-            return
+            return None
         prepared = self._prepare(tool, arguments)
         if isinstance(prepared, str):
             self.record(slot, "refused", error=prepared)
-            return
+            return None
         if self.authorize is not None and not tool.internal:
             request = AuthorizationRequest(
                 tool_call_id=call.id,
@@ -321,12 +264,12 @@ class _Step:
                     self.cancel, self.cancel_tool = decision, call.name
                     if self.scope is not None:
                         self.scope.cancel()
-                return
+                return None
             if isinstance(decision, Deny):
                 reason = decision.reason.strip() or "the person declined it"
                 self.record(slot, "refused", error=f"{call.name} was not allowed; {_end(reason)}")
-                return
-        await self._execute(slot, tool, prepared)
+                return None
+        return tool, prepared
 
     def _unknown_tool_sentence(self, name: str) -> str:
         shown = name if len(name) <= 64 else name[:61] + "..."

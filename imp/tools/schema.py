@@ -8,6 +8,7 @@ never with an exception, so a model's bad call becomes a sentence it can act on.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -16,12 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
-import json_repair
 import pydantic
+
+from imp._json import loads
 
 __all__ = [
     "EMPTY_OBJECT_SCHEMA",
     "SchemaProblem",
+    "annotated",
     "arguments_model",
     "check_arguments",
     "decode_arguments",
@@ -55,6 +58,7 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
     """Arguments as a dict, from a mapping or from (possibly broken) JSON text.
 
     Returns `(arguments, None)`, or `(None, reason)` when the arguments are not a JSON object.
+    Text is read by imp's one lenient reader (`imp._json.loads`: repairs, code fences).
     Keys stay text; nothing here turns a model's text into a Python name.
     """
     if raw is None:
@@ -68,12 +72,9 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
         if not text:
             return {}, None
         try:
-            value = json.loads(text)
+            value = loads(text)
         except ValueError:
-            try:
-                value = json_repair.loads(text)
-            except Exception:  # json_repair is forgiving, but never let it crash a step
-                value = None
+            value = None
         if isinstance(value, Mapping):
             return {str(k): v for k, v in value.items()}, None
         return None, f"are not a JSON object: {_preview(raw)}"
@@ -81,6 +82,17 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
 
 
 # --- schemas from type hints ------------------------------------------------------------------
+
+
+def annotated(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What holds a callable's type hints and docstring: a partial's function, an object's
+    bound `__call__`, or the function itself."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.isroutine(fn) or isinstance(fn, type):
+        return fn
+    call: Callable[..., Any] = getattr(fn, "__call__", fn)  # noqa: B004 - bound to the object
+    return call
 
 
 def arguments_model(
@@ -94,7 +106,7 @@ def arguments_model(
     """
     signature = inspect.signature(fn)
     try:
-        hints = get_type_hints(fn, localns=dict(namespace or {}), include_extras=True)
+        hints = get_type_hints(annotated(fn), localns=dict(namespace or {}), include_extras=True)
     except Exception as exc:
         raise TypeError(f"cannot read the type hints of {model_name}: {exc}") from exc
     fields: dict[str, Any] = {}

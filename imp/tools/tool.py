@@ -13,7 +13,9 @@ from typing import Any, Literal, overload
 
 import pydantic
 
-from imp.tools.schema import EMPTY_OBJECT_SCHEMA, arguments_model, model_schema
+from imp.records import plain
+from imp.tools._docstring import Docstring, parse_docstring
+from imp.tools.schema import EMPTY_OBJECT_SCHEMA, annotated, arguments_model, model_schema
 
 __all__ = ["RESERVED_TOOL_NAMES", "CallWith", "Tool", "as_tool", "tool"]
 
@@ -81,19 +83,11 @@ class Tool:
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI function-tool dict: `{"type": "function", "function": {...}}`."""
-        parameters = _plain(self.parameters) if self.parameters else dict(EMPTY_OBJECT_SCHEMA)
+        parameters = plain(self.parameters) if self.parameters else dict(EMPTY_OBJECT_SCHEMA)
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": parameters},
         }
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
@@ -105,49 +99,25 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
-def _first_paragraph(doc: str | None) -> str:
-    if not doc:
-        return ""
-    text = inspect.cleandoc(doc).strip()
-    paragraph = re.split(r"\n\s*\n", text, maxsplit=1)[0]
-    return " ".join(line.strip() for line in paragraph.splitlines())
+def _documentation(fn: Callable[..., Any]) -> Docstring:
+    """The parsed docstring of a tool's function: a callable object's `__call__` docstring, or its
+    class's when `__call__` has none; a partial's function's."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    target = annotated(fn)
+    if target is fn:
+        return parse_docstring(inspect.getdoc(fn))
+    # `getdoc` of a bound `__call__` without a docstring answers the slot's generic text.
+    own = getattr(getattr(target, "__func__", None), "__doc__", None)
+    return parse_docstring(own or inspect.getdoc(fn))
 
 
-_ARGS_HEADER = re.compile(r"^(Args|Arguments|Parameters):\s*$")
-_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
-
-
-def _argument_docs(doc: str | None) -> dict[str, str]:
-    """Parameter descriptions from a Google-style `Args:` section of a docstring."""
-    if not doc:
-        return {}
-    found: dict[str, str] = {}
-    lines = inspect.cleandoc(doc).splitlines()
-    inside, indent, current = False, 0, ""
-    for line in lines:
-        if not inside:
-            inside = bool(_ARGS_HEADER.match(line.strip())) and not line.startswith((" ", "\t"))
-            continue
-        if not line.strip():
-            continue
-        depth = len(line) - len(line.lstrip())
-        if depth == 0:
-            break  # the next section
-        match = _ARG_LINE.match(line.strip())
-        if match and (not indent or depth <= indent):
-            indent, current = depth, match.group(1).lstrip("*")
-            found[current] = match.group(3).strip()
-        elif current:
-            found[current] = f"{found[current]} {line.strip()}".strip()
-    return {name: text for name, text in found.items() if text}
-
-
-def _with_argument_docs(schema: dict[str, Any], doc: str | None) -> dict[str, Any]:
-    """The schema with each undescribed property given its `Args:` line from the docstring."""
+def _with_argument_docs(schema: dict[str, Any], described: Mapping[str, str]) -> dict[str, Any]:
+    """The schema with each undescribed property given its description from the docstring."""
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return schema
-    for name, text in _argument_docs(doc).items():
+    for name, text in described.items():
         prop = properties.get(name)
         if isinstance(prop, dict) and "description" not in prop:
             properties[name] = {"description": text, **prop}
@@ -200,9 +170,11 @@ def tool(
 
     The name is the function's, the description the first paragraph of its docstring, and the
     parameters' JSON schema comes from its type hints through pydantic (`Literal`, enums, nested
-    models, defaults, `Optional`), unless given; a Google-style `Args:` section of the docstring
-    describes parameters that have no description of their own. With an explicit `schema`, the runner is called
-    with the schema's properties as keyword arguments, or with one mapping (`call_with="mapping"`).
+    models, defaults, `Optional`), unless given; the docstring's parameter sections (Google `Args:`,
+    NumPy `Parameters`, Sphinx `:param x:`) describe parameters that have no description of their
+    own. A callable object (with `name=`) is read through its `__call__`. With an explicit
+    `schema`, the runner is called with the schema's properties as keyword arguments, or with one
+    mapping (`call_with="mapping"`).
     """
 
     # The caller's locals resolve annotations naming classes defined beside the function.
@@ -218,7 +190,8 @@ def tool(
         tool_name = name if name is not None else getattr(function, "__name__", "")
         if name is None and (tool_name == "<lambda>" or not tool_name):
             raise ValueError("a tool made from a lambda or a callable object needs `name=`")
-        text = description if description is not None else _first_paragraph(inspect.getdoc(function))
+        documented = _documentation(function)
+        text = description if description is not None else documented.summary
         model: type[pydantic.BaseModel] | None = None
         if schema is not None:
             parameters: Mapping[str, Any] = dict(schema)
@@ -226,7 +199,7 @@ def tool(
             if call_with == "mapping":
                 raise ValueError(f"tool {tool_name!r}: call_with='mapping' needs an explicit `schema=`")
             model = arguments_model(function, tool_name, namespace)
-            parameters = _with_argument_docs(model_schema(model), inspect.getdoc(function))
+            parameters = _with_argument_docs(model_schema(model), documented.parameters)
         return Tool(
             name=tool_name,
             description=text,

@@ -12,8 +12,8 @@ import pytest
 from mcp_helpers import fake, group_members, run, time_server, with_token
 
 import imp
+from imp.mcp import MCPConnectionError, MCPToolNameError, MCPTools, connect
 from imp.tools import ToolCall, ToolResult, run_tool_calls
-from imp.tools.mcp import MCPConnectionError, MCPToolNameError, MCPTools, connect
 
 
 def test_a_server_that_dies_mid_run_fails_its_calls_not_the_agent() -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from mcp_helpers import fake, run, time_server
 
+from imp.mcp import ENV_PASSED, InvalidMCPServer, MCPServerNotAuthorized, connect
 from imp.tools import Allow, Deny, ToolCall, run_tool_calls
-from imp.tools.mcp import ENV_PASSED, InvalidMCPServer, MCPServerNotAuthorized, connect
 
 
 def _marker_server(marker: Path) -> dict[str, Any]:

@@ -11,8 +11,8 @@ import pytest
 from mcp_helpers import run
 
 import imp
+from imp.mcp import MCPConnectionError, MCPResult, MCPTools, connect
 from imp.tools import ToolCall, ToolResult, format_tool_result, run_tool_calls
-from imp.tools.mcp import MCPConnectionError, MCPResult, MCPTools, connect
 
 
 def _calls(*calls: tuple[str, dict[str, Any]]) -> list[ToolCall]:

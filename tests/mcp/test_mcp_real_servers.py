@@ -9,8 +9,8 @@ from pathlib import Path
 from mcp_helpers import git_server, run, time_server
 
 import imp
+from imp.mcp import MCPTools, connect
 from imp.tools import ToolCall, run_tool_calls
-from imp.tools.mcp import MCPTools, connect
 
 
 def test_the_time_server_is_imported_with_its_schemas_and_annotations() -> None:

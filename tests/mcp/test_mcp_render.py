@@ -9,9 +9,9 @@ from mcp import types
 from pydantic import AnyUrl
 
 from imp.history import ToolResult
+from imp.mcp import MCPImage, MCPResult
+from imp.mcp._render import render_result
 from imp.tools import format_tool_result
-from imp.tools._mcp_render import render_result
-from imp.tools.mcp import MCPImage, MCPResult
 
 PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 8).decode()
 

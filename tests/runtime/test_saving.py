@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import stat
@@ -133,7 +134,7 @@ def test_files_that_are_not_saved_programs_are_refused(tmp_path: Path) -> None:
 
 
 def dump_program_checksum(document: Mapping[str, Any]) -> str:
-    from imp.saving import _checksum
+    from imp.saving._file import _checksum
 
     return _checksum(document)
 
@@ -275,7 +276,7 @@ def _load_twice(data: Mapping[str, Any], loader: Loader) -> Program:
 
 @pytest.fixture
 def twice_kind() -> Iterator[None]:
-    from imp.saving import _KINDS
+    from imp.saving._codec import KINDS as _KINDS
 
     register_program_kind(ProgramKind("twice", Twice, _dump_twice, _load_twice))
     try:
@@ -317,3 +318,170 @@ def test_examples_as_demos_are_saved_as_their_fields(tmp_path: Path) -> None:
     demo = imp.Example(question="1+1", answer="2").with_inputs("question")
     loaded = load(save(imp.predict("question -> answer", demos=[demo]), tmp_path / "p.json"))
     assert loaded.demos == ({"question": "1+1", "answer": "2"},)  # type: ignore[attr-defined]
+
+
+# --- secrets in what a program says, tools in the registry, ReActTrajectory --------------------------
+
+KEYISH = "sk-proj-abcdefghijklmnopqrstuvwx0123"
+
+
+def _passes_the_log_scan(text: str) -> bool:
+    """The scan logs pass: redacting by value shape changes nothing."""
+    from imp._redact import redact_text
+
+    return redact_text(text) == text
+
+
+def test_key_shaped_text_in_demos_and_instructions_is_redacted_in_the_file(tmp_path: Path) -> None:
+    signature = imp.signature("question -> answer", f"Answer; the service key is {KEYISH}.")
+    demos = [
+        {"question": "connect to postgres://app:hunter2hunter2@db/x", "answer": "password=Tr0ub4dor3 works"},
+        {"question": "plain question", "answer": "plain answer"},
+    ]
+    for program in (
+        imp.predict(signature, demos=demos),
+        imp.chain_of_thought(signature, demos=demos),
+        imp.react(signature, [lookup_order], demos=demos),
+    ):
+        path = save(program, tmp_path / "p.json", include_lm=False)
+        text = path.read_text()
+        for secret in (KEYISH, "hunter2hunter2", "Tr0ub4dor3"):
+            assert secret not in text
+        assert _passes_the_log_scan(text)
+        loaded = load(path, registry={"lookup_order": lookup_order})
+        assert loaded.demos[1] == {"question": "plain question", "answer": "plain answer"}  # type: ignore[attr-defined]
+        assert loaded.demos[0]["question"] == "connect to postgres://app:[REDACTED]@db/x"  # type: ignore[attr-defined]
+        assert loaded.signature.instructions == "Answer; the service key is [REDACTED]."  # type: ignore[attr-defined]
+
+
+def test_a_tool_description_with_a_secret_is_redacted_in_the_file(tmp_path: Path) -> None:
+    secretive = imp.tool(lookup_order.runner, name="lookup", description=f"Look up; uses token={KEYISH}.")
+    path = save(imp.react("question -> answer", [secretive]), tmp_path / "p.json", include_lm=False)
+    assert KEYISH not in path.read_text() and _passes_the_log_scan(path.read_text())
+    loaded = load(path, registry={"lookup_order": lookup_order})
+    assert loaded.tools[0].description == "Look up; uses token=[REDACTED]."  # type: ignore[attr-defined]
+
+
+class Priority(enum.Enum):
+    LOW = "low"
+    HIGH = "high"
+
+
+SEEN: list[Any] = []
+
+
+@imp.tool
+def lookup_order(order: str, priority: Priority = Priority.LOW) -> str:
+    """Look an order up.
+
+    Args:
+        order: The order id.
+        priority: How urgent.
+    """
+    SEEN.append(priority)
+    return f"{order}: shipped"
+
+
+def test_a_registry_takes_tools_on_save_and_load(tmp_path: Path) -> None:
+    program = imp.react("question -> answer", [lookup_order])
+    path = save(program, tmp_path / "p.json", registry={"lookup": lookup_order}, include_lm=False)
+    assert json.loads(path.read_text())["program"]["tools"][0]["runner"] == "lookup"
+    loaded = load(path, registry={"lookup": lookup_order})
+    [tool] = loaded.tools  # type: ignore[attr-defined]
+    assert tool.runner is lookup_order.runner
+    assert tool.arguments_model is lookup_order.arguments_model  # typed values still reach the function
+    assert tool.spec() == lookup_order.spec()
+    # A function works as before, and so does a tool saved without a registry, found by its name.
+    assert load(path, registry={"lookup": lookup_order.runner}).tools[0].runner is lookup_order.runner  # type: ignore[attr-defined]
+    plain = save(program, tmp_path / "plain.json", include_lm=False)
+    assert load(plain, registry={"lookup_order": lookup_order}).tools[0].runner is lookup_order.runner  # type: ignore[attr-defined]
+
+
+def test_a_loaded_tool_from_the_registry_gets_typed_arguments(tmp_path: Path) -> None:
+    path = save(imp.react("question -> answer", [lookup_order]), tmp_path / "p.json", include_lm=False)
+    loaded = load(path, registry={"lookup_order": lookup_order})
+    lm = imp.ScriptedLM(
+        [
+            {"tool_calls": [{"name": "lookup_order", "arguments": {"order": "A1", "priority": "high"}}]},
+            {"answer": "ok"},
+        ],
+        exhausted={"answer": "ok"},
+    )
+    SEEN.clear()
+    imp.call_sync(loaded.with_lm(lm), question="Where is A1?")  # type: ignore[attr-defined]
+    assert SEEN == [Priority.HIGH]
+
+
+def test_registry_mistakes_are_named(tmp_path: Path) -> None:
+    path = save(imp.react("question -> answer", [lookup_order]), tmp_path / "p.json", include_lm=False)
+    with pytest.raises(LoadError, match=r"'lookup_order', which is not in the registry.*function or an @imp.tool"):
+        load(path, registry={"other": lookup_order})
+    with pytest.raises(LoadError, match=r"registry\['lookup_order'\] is a str, not a function or an @imp.tool"):
+        load(path, registry={"lookup_order": "lookup_order"})
+
+
+def _search(query: str) -> str:
+    """Search the wiki."""
+    return f"Paris is the capital of France ({query})."
+
+
+def test_a_react_trajectory_round_trips_and_runs(tmp_path: Path) -> None:
+    from imp.programs.react_trajectory import ReActTrajectory, react_trajectory
+
+    program = react_trajectory(
+        "question -> answer",
+        [_search],
+        adapter=imp.JSONAdapter(),
+        demos=[{"question": "q", "answer": "a"}],
+        config={"temperature": 0.3, "api_key": SECRET},
+        max_iters=4,
+        tool_policy=["search", "finish"],
+    )
+    path = save(program, tmp_path / "rt.json", include_lm=False)
+    assert SECRET not in path.read_text()
+    assert json.loads(path.read_text())["program"]["kind"] == "react_trajectory"
+    lm = imp.ScriptedLM(
+        [
+            {"next_thought": "look", "next_tool_name": "_search", "next_tool_args": {"query": "France"}},
+            {"next_thought": "done", "next_tool_name": "finish", "next_tool_args": {}},
+            {"reasoning": "From the trajectory.", "answer": "Paris"},
+        ]
+    )
+    loaded = load(path, registry={"_search": _search}, lm=lm)
+    assert type(loaded) is ReActTrajectory
+    assert loaded.signature == program.signature and loaded.demos == program.demos
+    assert [t.name for t in loaded.tools] == ["_search"] and loaded.tools[0].runner is _search
+    assert loaded.tools[0].spec() == program.tools[0].spec()
+    assert type(loaded.adapter) is imp.JSONAdapter and loaded.max_iters == 4
+    assert loaded.config == {"temperature": 0.3} and loaded.tool_policy == ["search", "finish"]
+    prediction = imp.call_sync(loaded, question="Capital of France?")
+    assert prediction.answer == "Paris"
+    with pytest.raises(LoadError, match="_search"):
+        load(path)
+
+
+SAVED_BY_MAIN = Path(__file__).parent / "saved_by_main"
+
+
+def _lookup(order: str) -> str:
+    return f"{order}: shipped"
+
+
+def test_programs_saved_before_the_saving_package_still_load() -> None:
+    """Files written by imp before saving became a package (kept as fixtures) load the same."""
+    predict = load(SAVED_BY_MAIN / "predict.json")
+    assert type(predict) is imp.Predict and type(predict.adapter) is imp.JSONAdapter
+    assert predict.signature.instructions == "Answer with a number."
+    assert predict.demos == ({"question": "1+1", "context": "", "answer": 2},)
+    assert predict.config == {"temperature": 0.2}
+    cot = load(SAVED_BY_MAIN / "chain_of_thought.json")
+    assert type(cot) is imp.ChainOfThought and cot.demos == ({"question": "q", "reasoning": "r", "answer": "a"},)
+    react = load(SAVED_BY_MAIN / "react.json", registry={"lookup": _lookup})
+    assert isinstance(react, imp.ReAct) and react.max_iters == 5
+    assert [t.name for t in react.tools] == ["lookup"] and react.tools[0].runner is _lookup
+    assert react.tool_policy == ["lookup", "submit"]
+    # Loaded and saved again, each file keeps its meaning.
+    for program, registry in ((predict, None), (cot, None), (react, {"lookup": _lookup})):
+        again = dump_program(program, registry=registry)
+        original = json.loads((SAVED_BY_MAIN / f"{again['program']['kind']}.json").read_text())
+        assert again["program"] == original["program"]

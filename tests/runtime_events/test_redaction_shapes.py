@@ -101,3 +101,62 @@ def test_known_secrets_and_nested_values() -> None:
     }
     assert redact(("Bearer abcdefghijklmnop",)) == (REDACTED,)
     assert redact({"api_key": ""}) == {"api_key": ""}  # nothing to hide
+
+
+R = REDACTED
+KEYISH = "sk-proj-abcdefghijklmnop0123456789"
+# (text, exactly what it becomes): every shape, alone, inline, quoted, nested and already redacted.
+EXACT: list[tuple[str, str]] = [
+    ("password=sk-abcdefghijklmnop", f"password={R}"),
+    ("password=[REDACTED]", "password=[REDACTED]"),
+    (f"password={R} and token: {R}", f"password={R} and token: {R}"),
+    ("token: Bearer abcdefghijklmnop", f"token: {R}"),
+    ("Authorization: Bearer abcdefghijklmnop", f"Authorization: {R}"),
+    ("Authorization: Basic dXNlcjpwYXNzd29yZA==", f"Authorization: {R}"),
+    ("key sk-ant-api03-abcdefghijklmnopqrst here", f"key {R} here"),
+    ("postgres://admin:hunter2hunter2@db.internal:5432/app", f"postgres://admin:{R}@db.internal:5432/app"),
+    ("mysql://u:p%40ss@h/db and redis://:pw123456@cache:6379", f"mysql://u:{R}@h/db and redis://:{R}@cache:6379"),
+    (f"postgres://admin:{R}@db/app", f"postgres://admin:{R}@db/app"),
+    ("GET /v1?api_key=abc12345&q=x", f"GET /v1?api_key={R}&q=x"),
+    ("login user=ops password=Tr0ub4dor&3 (host db)", f"login user=ops password={R} (host db)"),
+    ('{"password": "correct horse"}', f'{{"password": "{R}"}}'),
+    ("{'password': 'correct horse', 'user': 'x'}", f"{{'password': '{R}', 'user': 'x'}}"),
+    ('{"args": "{\\"password\\": \\"hunter 2\\"}"}', f'{{"args": "{{\\"password\\": \\"{R}\\"}}"}}'),
+    (f'{{"password": "{R}"}}', f'{{"password": "{R}"}}'),
+    ("DB_PASSWORD=hunter22 next", f"DB_PASSWORD={R} next"),
+    ("export GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123", f"export GITHUB_TOKEN={R}"),
+    ("x-api-key: abcdef123456", f"x-api-key: {R}"),
+    ("client_secret=s3cr3tvalue; scope=read", f"client_secret={R}; scope=read"),
+    ("api_key=xyz[REDACTED]", f"api_key={R}"),
+    ("token: no", "token: no"),
+    ("max_tokens: 100, input_tokens=20", "max_tokens: 100, input_tokens=20"),
+    (f"the session is {JWT}.", f"the session is {R}."),
+    ("keys AKIAABCDEFGHIJKLMNOP and hf_abcdefghijklmnopqrstuvwxyz", f"keys {R} and {R}"),
+    ("[sk-abcdefghijklmnop]", f"[{R}]"),
+    ("(password=abcdefgh)", f"(password={R})"),
+    (f"the vault refused token={KEYISH}. Try again.", f"the vault refused token={R}. Try again."),
+    ("password: hunter22!", f"password: {R}!"),
+    ("ratio 3:2, time 12:30", "ratio 3:2, time 12:30"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), EXACT)
+def test_each_shape_is_redacted_once_and_cleanly(text: str, expected: str) -> None:
+    shown = redact_text(text)
+    assert shown == expected
+    assert redact_text(shown) == shown  # a fixed point: redacting again changes nothing
+
+
+@pytest.mark.parametrize(("text", "expected"), EXACT)
+def test_redaction_is_idempotent_inside_values(text: str, expected: str) -> None:
+    value = {"message": text, "items": [text, (text,)], "api_key": "k", "n": 1}
+    once = redact(value)
+    assert once == {"message": expected, "items": [expected, (expected,)], "api_key": R, "n": 1}
+    assert redact(once) == once
+
+
+def test_known_secrets_then_shapes_do_not_garble() -> None:
+    text = "api_key=xyzabc12345 and password=hunter22"
+    shown = redact_text(text, secrets=("abc12345",))
+    assert shown == f"api_key={R} and password={R}"
+    assert redact_text(shown, secrets=("abc12345",)) == shown

@@ -713,7 +713,7 @@ def test_tool_type_is_exported() -> None:
 def test_sync_tools_run_on_imps_own_threads_which_outlive_the_event_loop() -> None:
     import contextvars
 
-    from imp.tools.run import run_in_tool_thread
+    from imp.tools._threads import run_in_tool_thread
 
     marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
     seen: list[tuple[str, str]] = []
@@ -740,7 +740,7 @@ def test_a_sync_tool_outliving_its_event_loop_does_not_hold_the_process() -> Non
     script = textwrap.dedent(
         """
         import time, anyio
-        from imp.tools.run import run_in_tool_thread
+        from imp.tools._threads import run_in_tool_thread
 
         async def main():
             with anyio.move_on_after(0.05):

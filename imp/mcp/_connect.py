@@ -1,15 +1,4 @@
-"""Tools from MCP servers: `connect(servers, trusted=... | authorize=...)` imports every tool the
-servers publish as an `imp.Tool`, for `imp.react` or `run_tool_calls`, and ends the servers when
-the context closes.
-
-```python
-async with imp.mcp.connect([{"name": "time", "command": "mcp-server-time", "args": []}],
-                           trusted=[...]) as tools:
-    agent = imp.react("question -> answer", tools, lm=lm)
-```
-
-Needs the optional extra `imp[mcp]` (the official `mcp` SDK, 1.x).
-"""
+"""`connect`: one import of MCP servers' tools, each server's connection owned by its own task."""
 
 from __future__ import annotations
 
@@ -19,20 +8,13 @@ import math
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-try:
-    from mcp import ClientSession, McpError, types
-except ImportError as exc:  # pragma: no cover - only without the extra
-    raise ImportError("imp.mcp needs the MCP SDK: pip install 'imp[mcp]'") from exc
-
 import anyio
+from mcp import ClientSession, McpError, types
 
-from imp.tools._mcp_http import HTTP_BROKEN, HTTP_STATUS_ERROR, HTTP_UNREACHABLE, http_streams
-from imp.tools._mcp_render import MCPImage, MCPResult, render_result
-from imp.tools._mcp_servers import (
-    InvalidMCPServer,
+from imp.mcp._http import HTTP_BROKEN, HTTP_STATUS_ERROR, HTTP_UNREACHABLE, http_streams
+from imp.mcp._render import MCPResult, render_result
+from imp.mcp._servers import (
     MCPConnectionError,
-    MCPError,
-    MCPServerNotAuthorized,
     MCPToolNameError,
     ServerAuthorizer,
     ServerSpec,
@@ -40,25 +22,12 @@ from imp.tools._mcp_servers import (
     approve,
     parse_servers,
 )
-from imp.tools._mcp_stdio import ENV_PASSED, stdio_streams
+from imp.mcp._stdio import stdio_streams
 from imp.tools.errors import ToolError
 from imp.tools.schema import check_arguments, describe_problems
 from imp.tools.tool import _NAME, RESERVED_TOOL_NAMES, Tool
 
-__all__ = [
-    "ENV_PASSED",
-    "InvalidMCPServer",
-    "MCPConnectionError",
-    "MCPError",
-    "MCPImage",
-    "MCPResult",
-    "MCPServerNotAuthorized",
-    "MCPToolNameError",
-    "MCPTools",
-    "ServerAuthorizer",
-    "Unavailable",
-    "connect",
-]
+__all__ = ["MCPTools", "connect"]
 
 _CLIENT = types.Implementation(name="imp", version="0.1.0")
 

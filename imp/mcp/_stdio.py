@@ -1,4 +1,4 @@
-"""The stdio transport of `imp.tools.mcp`: one server process in its own session (process
+"""The stdio transport of `imp.mcp`: one server process in its own session (process
 group), a minimal environment, JSON-RPC lines over its stdin and stdout, and an ending that
 leaves nothing of the group behind.
 """

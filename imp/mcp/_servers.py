@@ -1,4 +1,4 @@
-"""Server descriptors of `imp.tools.mcp`: their shape, the errors of an import, and the gate that
+"""Server descriptors of `imp.mcp`: their shape, the errors of an import, and the gate that
 approves each descriptor before anything is started or dialed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Streamable HTTP transport of `imp.tools.mcp`: the SDK's transport, with two changes.
+"""The Streamable HTTP transport of `imp.mcp`: the SDK's transport, with two changes.
 
 - A request the server answers with an HTTP error (or that never reaches it) fails that one
   request with a JSON-RPC error imp can classify, instead of ending the whole connection.

@@ -1,0 +1,48 @@
+"""Tools from MCP servers: `connect(servers, trusted=... | authorize=...)` imports every tool
+the servers publish as an `imp.Tool`, for `imp.react` or `run_tool_calls`, and ends the servers when
+the context closes.
+
+```python
+async with imp.mcp.connect([{"name": "time", "command": "mcp-server-time", "args": []}],
+                           trusted=[...]) as tools:
+    agent = imp.react("question -> answer", tools, lm=lm)
+```
+
+Needs the optional extra `imp[mcp]` (the official `mcp` SDK, 1.x); `import imp` never loads it.
+
+Rooms: `_connect` (the import and each server's runner), `_servers` (descriptors, errors, the
+gate), `_stdio` and `_http` (the two transports), `_render` (what the model reads of a result).
+"""
+
+try:
+    import mcp as _sdk  # noqa: F401  (only to say clearly what is missing)
+except ImportError as exc:  # pragma: no cover - only without the extra
+    raise ImportError("imp.mcp needs the MCP SDK: pip install 'imp[mcp]'") from exc
+
+from imp.mcp._connect import MCPTools, connect
+from imp.mcp._render import MCPImage, MCPResult
+from imp.mcp._servers import (
+    InvalidMCPServer,
+    MCPConnectionError,
+    MCPError,
+    MCPServerNotAuthorized,
+    MCPToolNameError,
+    ServerAuthorizer,
+    Unavailable,
+)
+from imp.mcp._stdio import ENV_PASSED
+
+__all__ = [
+    "ENV_PASSED",
+    "InvalidMCPServer",
+    "MCPConnectionError",
+    "MCPError",
+    "MCPImage",
+    "MCPResult",
+    "MCPServerNotAuthorized",
+    "MCPToolNameError",
+    "MCPTools",
+    "ServerAuthorizer",
+    "Unavailable",
+    "connect",
+]

@@ -1,0 +1,128 @@
+"""The saved file: format, schema version, checksum, the secret scan, atomic 0600 writes."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from imp._redact import redact_text
+from imp.lm.base import LM
+from imp.programs.base import Program
+from imp.runtime.logging import get_logger
+from imp.saving._codec import ChecksumError, Loader, LoadError, Saver
+
+__all__ = ["FORMAT", "SCHEMA_VERSION", "dump_program", "load", "load_program", "save"]
+
+FORMAT = "imp.program"
+SCHEMA_VERSION = 1
+
+
+def _canonical(document: Mapping[str, Any]) -> bytes:
+    body = {k: v for k, v in document.items() if k != "checksum"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _redacted(value: Any, where: str, found: list[str]) -> Any:
+    """The payload with every text redacted by value shape (as logs are); `found` gets the places."""
+    if isinstance(value, str):
+        shown = redact_text(value)
+        if shown != value:
+            found.append(where)
+        return shown
+    if isinstance(value, Mapping):
+        return {k: _redacted(v, f"{where}.{k}", found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, f"{where}[{i}]", found) for i, v in enumerate(value)]
+    return value
+
+
+def _checksum(document: Mapping[str, Any]) -> str:
+    return "sha256:" + hashlib.sha256(_canonical(document)).hexdigest()
+
+
+def dump_program(
+    program: Program, *, registry: Mapping[str, Any] | None = None, include_lm: bool = True
+) -> dict[str, Any]:
+    """The document `imp.save` writes, as a dict (format, schema version, program, checksum)."""
+    if not isinstance(program, Program):
+        raise TypeError(f"imp.save saves an imp program, got {type(program).__name__}")
+    redacted: list[str] = []
+    payload = _redacted(Saver(registry, include_lm=include_lm).program(program), "program", redacted)
+    if redacted:
+        get_logger().warning("imp.save.redacted", where=redacted[:10], count=len(redacted))
+    document: dict[str, Any] = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "program": payload}
+    document["checksum"] = _checksum(document)
+    return document
+
+
+def load_program(
+    document: Mapping[str, Any], *, registry: Mapping[str, Any] | None = None, lm: LM | None = None
+) -> Program:
+    """A program from a document `dump_program` made; checks the format, schema version and checksum."""
+    if not isinstance(document, Mapping) or document.get("format") != FORMAT:
+        raise LoadError(f"not a saved imp program (expected a JSON object with format {FORMAT!r})")
+    version = document.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise LoadError(f"saved with schema version {version!r}; this imp reads schema version {SCHEMA_VERSION}")
+    if document.get("checksum") != _checksum(document):
+        raise ChecksumError(
+            "the saved program does not match its checksum: it was changed after imp.save wrote it "
+            "(edited by hand, or damaged). Change the program in code and save it again"
+        )
+    program = document.get("program")
+    if not isinstance(program, Mapping):
+        raise LoadError("the saved document has no program")
+    return Loader(registry, lm=lm).program(program)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")  # created with mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, 0o600)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+
+
+def save(
+    program: Program,
+    path: str | os.PathLike[str],
+    *,
+    registry: Mapping[str, Any] | None = None,
+    include_lm: bool = True,
+) -> Path:
+    """Write a program to `path` as checksummed JSON (atomically, mode 0600); returns the path.
+
+    Functions in `adapter_opts` are saved by their `registry` name (else their qualified name);
+    `include_lm=False` leaves the model out (pass `lm=` to `imp.load`).
+    """
+    document = dump_program(program, registry=registry, include_lm=include_lm)
+    target = Path(path)
+    _write_atomic(target, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    return target
+
+
+def load(path: str | os.PathLike[str], *, registry: Mapping[str, Any] | None = None, lm: LM | None = None) -> Program:
+    """Read a program `imp.save` wrote; `registry` resolves saved function and type names, `lm` overrides the model."""
+    target = Path(path)
+    try:
+        document = json.loads(target.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise LoadError(f"{target} is not JSON ({exc.msg} at line {exc.lineno}); was it written by imp.save?") from None
+    try:
+        return load_program(document, registry=registry, lm=lm)
+    except ChecksumError as exc:
+        raise ChecksumError(f"{target}: {exc}") from None
