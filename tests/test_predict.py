@@ -16,18 +16,12 @@ ESCALATION = imp.signature(
 )
 GOOD = "[[ ## team ## ]]\natlas\n\n[[ ## contact ## ]]\nMaya\n\n[[ ## completed ## ]]"
 
-_seen_backends: set[str] = set()
-
 
 @both_backends
-async def test_runs_under_each_backend() -> None:
+async def test_runs_under_each_backend(backend: str) -> None:
     import sniffio
 
-    _seen_backends.add(sniffio.current_async_library())
-
-
-def test_both_backends_ran() -> None:
-    assert _seen_backends == {"asyncio", "trio"}
+    assert sniffio.current_async_library() == backend
 
 
 @both_backends
