@@ -91,14 +91,32 @@ async def run_jobs[T](
     if _running_on_asyncio():
         await _asyncio_workers(worker, workers)
     else:
-        async with anyio.create_task_group() as group:
-            for _ in range(workers):
-                group.start_soon(worker, group.cancel_scope.cancel, _anyio_cancelled, name="imp.parallel worker")
+        try:
+            async with anyio.create_task_group() as group:
+                for _ in range(workers):
+                    group.start_soon(worker, group.cancel_scope.cancel, _anyio_cancelled, name="imp.parallel worker")
+        except BaseExceptionGroup as failures:
+            raise_interrupt(failures)
+            raise
     # When the caller's deadline passed, items may have ended without reaching a checkpoint;
     # let its cancellation win rather than return a batch the deadline cut short.
     await anyio.lowlevel.checkpoint_if_cancelled()
     raise_if_cut_by_deadline(results)
     return results  # type: ignore[return-value]  # every slot is filled unless on_done stopped the run
+
+
+def raise_interrupt(failures: BaseExceptionGroup[BaseException]) -> None:
+    """Raise the first `KeyboardInterrupt` or `SystemExit` in a task group's failures, as itself.
+
+    Workers keep every `Exception` in its slot, so what leaves their task group is a Ctrl-C or an
+    exit; trio (and anyio's task groups) wrap it in a `BaseExceptionGroup`, which a caller's
+    `except KeyboardInterrupt` would miss.
+    """
+    interrupt, _ = failures.split((KeyboardInterrupt, SystemExit))
+    while isinstance(interrupt, BaseExceptionGroup):
+        interrupt = interrupt.exceptions[0]
+    if interrupt is not None:
+        raise interrupt from None
 
 
 def _anyio_cancelled() -> bool:

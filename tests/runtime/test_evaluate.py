@@ -6,6 +6,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -264,3 +265,36 @@ async def test_a_deadline_passing_mid_evaluation_raises_and_gives_no_score() -> 
     program = imp.predict(QA, lm=answering_lm(echo, delay=0.02))
     with pytest.raises(imp.DeadlineExceeded), imp.deadline(0.1):
         await evaluate(program, devset(*[(f"q{i}", "x") for i in range(50)]), right, concurrency=1, progress=False)
+
+
+def test_a_ctrl_c_inside_a_row_surfaces_as_itself(run: Any) -> None:
+    """Under trio a task group wraps it in a BaseExceptionGroup, which `except KeyboardInterrupt` misses."""
+
+    def interrupting(inputs: dict[str, str]) -> dict[str, str]:
+        if inputs["question"] == "c":
+            raise KeyboardInterrupt
+        return echo(inputs)
+
+    program = imp.predict(QA, lm=answering_lm(interrupting, delay=0.01))
+
+    async def body() -> None:
+        await evaluate(program, devset(("a", "A"), ("b", "B"), ("c", "C"), ("d", "D")), right, progress=False)
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        run(body)
+    assert type(caught.value) is KeyboardInterrupt
+
+
+def test_a_ctrl_c_inside_a_metric_surfaces_as_itself(run: Any) -> None:
+    def metric(example: imp.Example, prediction: imp.Prediction) -> bool:
+        if example.question == "b":
+            raise KeyboardInterrupt
+        return True
+
+    program = imp.predict(QA, lm=answering_lm(echo, delay=0.01))
+
+    async def body() -> None:
+        await evaluate(program, devset(("a", "A"), ("b", "B"), ("c", "C")), metric, progress=False)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(body)

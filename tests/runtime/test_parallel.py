@@ -240,3 +240,24 @@ async def test_a_cancelled_run_takes_no_more_items_even_when_one_swallows_the_ca
         on_done=lambda index, outcome: isinstance(outcome, Exception),
     )
     assert started == [1] and results[1] == "1 swallowed it" and results[2:] == [None, None]
+
+
+def interrupting(inputs: dict[str, str]) -> dict[str, str]:
+    """Answer like `echo`; the question 'ctrl-c' raises KeyboardInterrupt, as a user's Ctrl-C would."""
+    if inputs["question"] == "ctrl-c":
+        raise KeyboardInterrupt
+    return echo(inputs)
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_ctrl_c_inside_an_item_surfaces_as_itself(run: Any, concurrency: int) -> None:
+    """Under trio a task group wraps it in a BaseExceptionGroup, which `except KeyboardInterrupt` misses."""
+    program = imp.predict(QA, lm=answering_lm(interrupting, delay=0.01))
+    items = [*questions(3), {"question": "ctrl-c"}, *questions(3)]
+
+    async def body() -> None:
+        await parallel(program, items, concurrency=concurrency)
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        run(body)
+    assert type(caught.value) is KeyboardInterrupt
