@@ -112,7 +112,8 @@ def raise_interrupt(failures: BaseExceptionGroup[BaseException]) -> None:
     exit; trio (and anyio's task groups) wrap it in a `BaseExceptionGroup`, which a caller's
     `except KeyboardInterrupt` would miss.
     """
-    interrupt, _ = failures.split((KeyboardInterrupt, SystemExit))
+    group, _ = failures.split((KeyboardInterrupt, SystemExit))
+    interrupt: BaseException | None = group
     while isinstance(interrupt, BaseExceptionGroup):
         interrupt = interrupt.exceptions[0]
     if interrupt is not None:
