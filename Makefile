@@ -38,7 +38,7 @@ test-live: $(STAMP) $(LIVE_VENV)/.installed
 	IMP_LIVE_PYTHON=$(LIVE_VENV)/bin/python $(PY) -m pytest -m live tests/lm/test_lm_live.py
 
 demo: $(STAMP)
-	@$(PY) -m imp.demo
+	@$(PY) examples/demo.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check imp tests benchmarks docs
