@@ -41,12 +41,12 @@ demo: $(STAMP)
 	@$(PY) examples/demo.py
 
 lint: $(STAMP)
-	$(PY) -m ruff check imp tests benchmarks docs
-	$(PY) -m ruff format --check imp tests benchmarks docs
+	$(PY) -m ruff check imp tests benchmarks docs examples
+	$(PY) -m ruff format --check imp tests benchmarks docs examples
 
 fmt: $(STAMP)
-	$(PY) -m ruff check --fix imp tests benchmarks docs
-	$(PY) -m ruff format imp tests benchmarks docs
+	$(PY) -m ruff check --fix imp tests benchmarks docs examples
+	$(PY) -m ruff format imp tests benchmarks docs examples
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
