@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from imp_backends import both_backends
-from runtime_lms import Tracker, answering_lm, echo
+from runtime_lms import Tracker, answering_lm, echo, raises_interrupt
 
 import imp
 from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match
@@ -280,9 +280,7 @@ def test_a_ctrl_c_inside_a_row_surfaces_as_itself(run: Any) -> None:
     async def body() -> None:
         await evaluate(program, devset(("a", "A"), ("b", "B"), ("c", "C"), ("d", "D")), right, progress=False)
 
-    with pytest.raises(KeyboardInterrupt) as caught:
-        run(body)
-    assert type(caught.value) is KeyboardInterrupt
+    assert type(raises_interrupt(run, body)) is KeyboardInterrupt
 
 
 def test_a_ctrl_c_inside_a_metric_surfaces_as_itself(run: Any) -> None:
@@ -296,5 +294,4 @@ def test_a_ctrl_c_inside_a_metric_surfaces_as_itself(run: Any) -> None:
     async def body() -> None:
         await evaluate(program, devset(("a", "A"), ("b", "B"), ("c", "C")), metric, progress=False)
 
-    with pytest.raises(KeyboardInterrupt):
-        run(body)
+    raises_interrupt(run, body)

@@ -10,7 +10,7 @@ import anyio
 import pytest
 import sniffio
 from imp_backends import both_backends
-from runtime_lms import Tracker, answering_lm, echo
+from runtime_lms import Tracker, answering_lm, echo, raises_interrupt
 
 import imp
 from imp.evaluation import parallel
@@ -258,6 +258,24 @@ def test_a_ctrl_c_inside_an_item_surfaces_as_itself(run: Any, concurrency: int) 
     async def body() -> None:
         await parallel(program, items, concurrency=concurrency)
 
-    with pytest.raises(KeyboardInterrupt) as caught:
-        run(body)
-    assert type(caught.value) is KeyboardInterrupt
+    assert type(raises_interrupt(run, body)) is KeyboardInterrupt
+
+
+@both_backends
+async def test_the_asyncio_fanout_serves_asyncio_only(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The speed trick in imp/evaluation/_asyncio_fanout.py runs the workers on asyncio; trio takes anyio's path."""
+    import importlib
+
+    parallel_module = importlib.import_module("imp.evaluation.parallel")  # the package's `parallel` is the function
+
+    used: list[int] = []
+    real = parallel_module.asyncio_workers
+
+    async def counting(worker: Any, count: int) -> None:
+        used.append(count)
+        await real(worker, count)
+
+    monkeypatch.setattr(parallel_module, "asyncio_workers", counting)
+    results = await parallel(imp.predict(QA, lm=answering_lm(echo)), questions(5), concurrency=2)
+    assert [r.answer for r in results] == [f"Q{i}" for i in range(5)]  # type: ignore[union-attr]
+    assert used == ([2] if backend == "asyncio" else [])
