@@ -38,15 +38,15 @@ test-live: $(STAMP) $(LIVE_VENV)/.installed
 	IMP_LIVE_PYTHON=$(LIVE_VENV)/bin/python $(PY) -m pytest -m live tests/lm/test_lm_live.py
 
 demo: $(STAMP)
-	@$(PY) -m imp.demo
+	@$(PY) examples/demo.py
 
 lint: $(STAMP)
-	$(PY) -m ruff check imp tests benchmarks docs
-	$(PY) -m ruff format --check imp tests benchmarks docs
+	$(PY) -m ruff check imp tests benchmarks docs examples
+	$(PY) -m ruff format --check imp tests benchmarks docs examples
 
 fmt: $(STAMP)
-	$(PY) -m ruff check --fix imp tests benchmarks docs
-	$(PY) -m ruff format imp tests benchmarks docs
+	$(PY) -m ruff check --fix imp tests benchmarks docs examples
+	$(PY) -m ruff format imp tests benchmarks docs examples
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

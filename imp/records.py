@@ -1,6 +1,6 @@
 """Typed records every layer shares: chat messages, tool calls and results, token usage.
 
-This is the lowest layer but `errors`, `_json`, `_redact` and `_frozen`: it imports nothing else
+This is the lowest layer but `errors`, `_json` and `_redact`: it imports nothing else
 of imp, so adapters, models, tools and programs can all name these types.
 """
 
@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NotRequired, Required, TypedDict
 
-from imp._frozen import fast_init
 from imp._json import loads_object
 
 __all__ = [
@@ -130,7 +129,6 @@ class ToolResult:
         )
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts (and provider-reported cost) of one or more LM calls."""

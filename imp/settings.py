@@ -13,28 +13,51 @@ if TYPE_CHECKING:
     from imp.adapters.base import Adapter
     from imp.lm.base import LM
 
-__all__ = ["Settings", "configure", "context", "settings"]
+__all__ = ["Settings", "configure", "context", "process_settings", "settings"]
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """What programs use when they were not given it: the LM, the adapter, and runtime switches."""
+    """What programs use when they were not given it: the LM, the adapter, and runtime switches.
+
+    `history_size` is how many recent LM exchanges `imp.inspect_history` keeps (0 keeps none); the
+    record is the process's, so it is set with `imp.configure` only.
+    """
 
     lm: LM | None = None
     adapter: Adapter | None = None
-    track_usage: bool = True
     cache: Any = None
-    history_size: int = 100
+    history_size: int = 200
     warn_on_unknown_inputs: bool = True
+
+    def __post_init__(self) -> None:
+        size = self.history_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(
+                f"history_size is how many LM exchanges imp.inspect_history keeps: a non-negative integer "
+                f"(0 keeps none), got {size!r}"
+            )
 
 
 _KEYS = frozenset(f.name for f in fields(Settings))
+_REMOVED = {
+    "track_usage": (
+        "usage is always tracked, at no measurable cost: read it from prediction.metadata.usage "
+        "(report.usage for imp.evaluate); remove track_usage from the call"
+    ),
+}
+"""Settings imp once accepted and never read: refused, saying what to do instead."""
+_PROCESS_ONLY = frozenset({"history_size"})
+"""Settings that shape something the whole process shares: `imp.configure` only."""
 _lock = threading.Lock()
 _process_settings = Settings()
 _overrides: ContextVar[Settings | None] = ContextVar("imp_settings", default=None)
 
 
 def _check(kwargs: dict[str, Any], where: str) -> None:
+    for name, instead in _REMOVED.items():
+        if name in kwargs:
+            raise TypeError(f"{where} no longer takes {name}: {instead}")
     unknown = sorted(set(kwargs) - _KEYS)
     if unknown:
         raise TypeError(f"{where} got unknown setting(s) {unknown}; known: {sorted(_KEYS)}")
@@ -45,8 +68,13 @@ def settings() -> Settings:
     return _overrides.get() or _process_settings
 
 
+def process_settings() -> Settings:
+    """The process-wide settings (what `imp.configure` set), whatever this context overrides."""
+    return _process_settings
+
+
 def configure(**kwargs: Any) -> None:
-    """Set process-wide settings (`lm`, `adapter`, `track_usage`, `cache`, ...)."""
+    """Set process-wide settings (`lm`, `adapter`, `cache`, `history_size`, `warn_on_unknown_inputs`)."""
     global _process_settings
     _check(kwargs, "imp.configure")
     with _lock:
@@ -57,6 +85,12 @@ def configure(**kwargs: Any) -> None:
 def context(**kwargs: Any) -> Iterator[Settings]:
     """Override settings inside the block only; concurrent tasks never see each other's overrides."""
     _check(kwargs, "imp.context")
+    shared = sorted(_PROCESS_ONLY & set(kwargs))
+    if shared:
+        raise TypeError(
+            f"imp.context cannot set {shared}: the record of recent LM exchanges is the process's; "
+            "use imp.configure(...) instead"
+        )
     token = _overrides.set(replace(settings(), **kwargs))
     try:
         yield settings()

@@ -1,39 +1,32 @@
-"""Shared by the whole suite: tests marked `anyio` run under anyio's plugin, not pytest-asyncio's.
+"""Shared by the whole suite: the fixture form of `@both_backends` (tests/imp_backends.py).
 
-pytest-asyncio's auto mode claims every `async def` test, even one marked `anyio`, and would run
-the trio case on asyncio. The hook below hands tests marked `anyio` back to anyio's plugin.
+pytest-asyncio runs `async def` tests on asyncio. A test that runs under trio as well is either
+an `async def` decorated with `@both_backends`, or (when it must check something after the event
+loop has closed: threads, processes, servers) a sync test taking the `run` fixture below, which
+runs an async body under each of the same `BACKENDS`. See tests/README.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import pytest
-from pluggy import Result
+from imp_backends import BACKENDS
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_pycollect_makeitem(collector: Any, name: str, obj: object) -> Generator[None, Result[Any], None]:
-    """Turn pytest-asyncio's items for `anyio`-marked tests back into plain functions."""
-    outcome = yield
-    result = outcome.get_result()
-    if not result:
-        return
-    nodes = result if isinstance(result, list) else [result]
-    converted: list[Any] = []
-    for node in nodes:
-        if isinstance(node, pytest.Function) and type(node) is not pytest.Function and node.get_closest_marker("anyio"):
-            plain = pytest.Function.from_parent(
-                node.parent,
-                name=node.name,
-                callspec=getattr(node, "callspec", None),
-                callobj=node.obj,
-                fixtureinfo=node._fixtureinfo,
-                keywords={k: v for k, v in node.keywords.items() if k != "asyncio"},
-                originalname=node.originalname,
-            )
-            plain.own_markers = [m for m in node.own_markers if m.name != "asyncio"]
-            node = plain
-        converted.append(node)
-    outcome.force_result(converted)
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The async library the test's `run` uses (each test taking it runs once per backend)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def run(backend: str) -> Callable[[Callable[[], Awaitable[Any]]], Any]:
+    """Run an async body to completion under the parametrized backend and return its value."""
+
+    def runner(body: Callable[[], Awaitable[Any]]) -> Any:
+        return anyio.run(body, backend=backend)
+
+    return runner

@@ -1,7 +1,8 @@
-"""`make demo` (`python -m imp.demo`): runs anywhere on its scripted LM and shows what happened."""
+"""`make demo` (`python examples/demo.py`): runs anywhere on its scripted LM and shows what happened."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -10,13 +11,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "examples" / "demo.py"
 
 
 def run_demo(**env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k not in {"IMP_LM", "IMP_BASE_URL", "NO_COLOR"}}
     environ.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "imp.demo"],
+        [sys.executable, str(DEMO)],
         cwd=ROOT,
         env=environ,
         capture_output=True,
@@ -85,10 +87,22 @@ class _Terminal:
 
 
 def test_colour_on_a_terminal_unless_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
-    from imp.demo import Style
+    spec = importlib.util.spec_from_file_location("imp_demo", DEMO)
+    assert spec is not None and spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, demo)  # its dataclasses look their module up there
+    spec.loader.exec_module(demo)
+    Style = demo.Style
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm-256color")
     assert Style.detect(_Terminal()).color  # type: ignore[arg-type]
     monkeypatch.setenv("NO_COLOR", "1")
     assert not Style.detect(_Terminal()).color  # type: ignore[arg-type]
+
+
+def test_the_demo_is_not_shipped_in_the_package() -> None:
+    import imp
+
+    assert not (Path(imp.__file__).parent / "demo.py").exists()
+    assert DEMO.is_file()

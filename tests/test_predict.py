@@ -16,18 +16,12 @@ ESCALATION = imp.signature(
 )
 GOOD = "[[ ## team ## ]]\natlas\n\n[[ ## contact ## ]]\nMaya\n\n[[ ## completed ## ]]"
 
-_seen_backends: set[str] = set()
-
 
 @both_backends
-async def test_runs_under_each_backend() -> None:
+async def test_runs_under_each_backend(backend: str) -> None:
     import sniffio
 
-    _seen_backends.add(sniffio.current_async_library())
-
-
-def test_both_backends_ran() -> None:
-    assert _seen_backends == {"asyncio", "trio"}
+    assert sniffio.current_async_library() == backend
 
 
 @both_backends
@@ -287,9 +281,10 @@ def test_call_sync_and_inspect_history_redacts() -> None:
 
 
 @both_backends
-async def test_call_sync_inside_a_running_loop_says_to_await() -> None:
-    with pytest.raises(RuntimeError, match=r"await imp\.call"):
-        imp.call_sync(imp.predict(ESCALATION, lm=imp.ScriptedLM([GOOD])), ticket="t")
+async def test_call_sync_inside_a_running_loop_runs_on_a_helper_thread() -> None:
+    # A notebook runs a loop in its thread; call_sync then runs its own on a helper thread.
+    pred = imp.call_sync(imp.predict(ESCALATION, lm=imp.ScriptedLM([GOOD])), ticket="t")
+    assert pred.team == "atlas"
 
 
 class _OwnLM(imp.LM):

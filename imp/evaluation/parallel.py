@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import math
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, overload
 
 import anyio
 import anyio.lowlevel
 
 from imp.errors import DeadlineExceeded
+from imp.evaluation._asyncio_fanout import asyncio_workers, running_on_asyncio
 from imp.prediction import Example, Prediction
 from imp.programs.base import Program, call
 from imp.runtime.deadline import deadline, time_left
@@ -88,12 +88,16 @@ async def run_jobs[T](
                 return
 
     workers = min(concurrency, len(jobs))
-    if _running_on_asyncio():
-        await _asyncio_workers(worker, workers)
+    if running_on_asyncio():
+        await asyncio_workers(worker, workers)
     else:
-        async with anyio.create_task_group() as group:
-            for _ in range(workers):
-                group.start_soon(worker, group.cancel_scope.cancel, _anyio_cancelled, name="imp.parallel worker")
+        try:
+            async with anyio.create_task_group() as group:
+                for _ in range(workers):
+                    group.start_soon(worker, group.cancel_scope.cancel, _anyio_cancelled, name="imp.parallel worker")
+        except BaseExceptionGroup as failures:
+            raise_interrupt(failures)
+            raise
     # When the caller's deadline passed, items may have ended without reaching a checkpoint;
     # let its cancellation win rather than return a batch the deadline cut short.
     await anyio.lowlevel.checkpoint_if_cancelled()
@@ -101,48 +105,24 @@ async def run_jobs[T](
     return results  # type: ignore[return-value]  # every slot is filled unless on_done stopped the run
 
 
+def raise_interrupt(failures: BaseExceptionGroup[BaseException]) -> None:
+    """Raise the first `KeyboardInterrupt` or `SystemExit` in a task group's failures, as itself.
+
+    Workers keep every `Exception` in its slot, so what leaves their task group is a Ctrl-C or an
+    exit; trio (and anyio's task groups) wrap it in a `BaseExceptionGroup`, which a caller's
+    `except KeyboardInterrupt` would miss.
+    """
+    group, _ = failures.split((KeyboardInterrupt, SystemExit))
+    interrupt: BaseException | None = group
+    while isinstance(interrupt, BaseExceptionGroup):
+        interrupt = interrupt.exceptions[0]
+    if interrupt is not None:
+        raise interrupt from None
+
+
 def _anyio_cancelled() -> bool:
     """Whether the calling task's cancel scope is cancelled (its effective deadline is minus infinity)."""
     return anyio.current_effective_deadline() == -math.inf
-
-
-def _running_on_asyncio() -> bool:
-    """Whether this task runs on an asyncio event loop (not trio)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-type _Worker = Callable[[Callable[[], object], Callable[[], bool]], Coroutine[Any, Any, None]]
-
-
-async def _asyncio_workers(worker: _Worker, count: int) -> None:
-    """Run `count` workers as plain asyncio tasks in an `asyncio.TaskGroup`.
-
-    On asyncio this replaces anyio's task group, whose bookkeeping per task (a wrapper coroutine,
-    a task state, a done callback and its closure) made `imp.parallel` at 10,000 items in flight
-    twice as slow as `asyncio.gather` (benchmarks/concurrency.py). The semantics are the same: a
-    cancelled caller (an `imp.deadline`, a closed request) cancels every worker and waits for them;
-    `stop` cancels the other workers and the run ends normally. asyncio delivers a cancellation
-    once, so a worker also stops taking items while its task has one pending (`cancelling()`).
-    """
-    tasks: list[asyncio.Task[None]] = []
-
-    def stop() -> None:
-        me = asyncio.current_task()
-        for task in tasks:
-            if task is not me:
-                task.cancel()
-
-    def cancelled() -> bool:
-        task = asyncio.current_task()
-        return task is not None and task.cancelling() > 0
-
-    async with asyncio.TaskGroup() as group:
-        for _ in range(count):
-            tasks.append(group.create_task(worker(stop, cancelled)))
 
 
 def raise_if_cut_by_deadline(outcomes: Sequence[object]) -> None:

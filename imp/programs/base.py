@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import abc
 import functools
-import sys
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -14,6 +13,7 @@ from imp.errors import DeadlineExceeded
 from imp.prediction import Prediction
 from imp.runtime.deadline import time_left
 from imp.runtime.run import EventSink, run_needed, run_scope
+from imp.runtime.sync import run_sync
 from imp.signature import Signature
 
 __all__ = ["Program", "call", "call_sync"]
@@ -101,26 +101,6 @@ async def _run_until(program: Program, inputs: dict[str, Any], left: float) -> P
 
 
 def call_sync(program: Program, inputs: Mapping[str, Any] | None = None, /, **fields: Any) -> Prediction:
-    """`imp.call` for scripts and notebooks: runs its own event loop (not inside a running one)."""
-    if _in_event_loop():
-        raise RuntimeError("imp.call_sync cannot run inside a running event loop; use `await imp.call(...)` there")
-    return anyio.run(functools.partial(call, program, inputs, **fields))
-
-
-def _in_event_loop() -> bool:
-    """Whether this thread is running an asyncio or trio event loop."""
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-        return True
-    except RuntimeError:
-        pass
-    trio = sys.modules.get("trio")
-    if trio is None:
-        return False
-    try:
-        trio.lowlevel.current_task()
-        return True
-    except RuntimeError:
-        return False
+    """`imp.call` for scripts and notebooks: runs its own event loop, on a helper thread when one is
+    already running in this thread (a notebook's), which then waits; in async code, `await imp.call`."""
+    return run_sync(functools.partial(call, program, inputs, **fields))

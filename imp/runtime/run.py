@@ -27,7 +27,6 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from imp._frozen import fast_init
 from imp._redact import redact
 from imp.runtime.logging import event_level, get_logger, logs_enabled
 
@@ -56,7 +55,6 @@ _ITEMS_KEEP = 32
 _ids = itertools.count(1)
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class Event:
     """One thing that happened in a run, redacted: ordered by `seq` within its call."""
@@ -315,21 +313,33 @@ async def buffered_sink(
                     buffered.delivered += 1
         drained.set()
 
+    def stop_now() -> None:
+        buffered._send = None
+        send.close()
+        buffered.dropped += receive.statistics().current_buffer_used
+        group.cancel_scope.cancel()
+
     drained = anyio.Event()
+    failure: BaseException | None = None
     async with anyio.create_task_group() as group:
         group.start_soon(drain)
         try:
             yield buffered
-        except BaseException:
-            buffered._send = None
-            send.close()
-            buffered.dropped += receive.statistics().current_buffer_used
-            group.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            stop_now()
             raise
-        buffered._send = None
-        send.close()  # the drain ends once the queue is empty
-        with anyio.move_on_after(drain_timeout if drain_timeout is not None else math.inf):
-            await drained.wait()
-        if not drained.is_set():
-            buffered.dropped += receive.statistics().current_buffer_used
-            group.cancel_scope.cancel()
+        except BaseException as exc:
+            # Re-raised below, outside the task group, so that the program's own error (or a Ctrl-C)
+            # reaches the caller as itself rather than wrapped in an exception group.
+            failure = exc
+            stop_now()
+        else:
+            buffered._send = None
+            send.close()  # the drain ends once the queue is empty
+            with anyio.move_on_after(drain_timeout if drain_timeout is not None else math.inf):
+                await drained.wait()
+            if not drained.is_set():
+                buffered.dropped += receive.statistics().current_buffer_used
+                group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure

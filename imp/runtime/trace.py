@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from imp._redact import redact, redact_text
 from imp.lm.base import LMResponse, Message
+from imp.settings import process_settings
 
 __all__ = ["Exchange", "inspect_history", "record_exchange", "recent_exchanges"]
 
@@ -27,10 +28,9 @@ class Exchange:
     error: str | None = None
 
 
-_RECENT: deque[tuple[float, str, Sequence[Message], Mapping[str, Any], LMResponse | None, str | None]] = deque(
-    maxlen=200
-)
+type _Record = tuple[float, str, Sequence[Message], Mapping[str, Any], LMResponse | None, str | None]
 # Raw tuples: recording is on every LM request's path, reading (inspect_history) is rare.
+_RECENT: deque[_Record] = deque(maxlen=process_settings().history_size)
 
 
 def record_exchange(
@@ -40,8 +40,20 @@ def record_exchange(
     response: LMResponse | None,
     error: str | None = None,
 ) -> None:
-    """Keep one exchange (the oldest drop out past 200). `options` is kept as given, not copied."""
-    _RECENT.append((time.time(), model, messages, options, response, error))
+    """Keep one exchange; past `history_size` (see `imp.configure`) the oldest drop out, and 0 keeps
+    none. `options` is kept as given, not copied."""
+    recent = _buffer()
+    if recent.maxlen:
+        recent.append((time.time(), model, messages, options, response, error))
+
+
+def _buffer() -> deque[_Record]:
+    """The record, resized first when `history_size` changed (the newest exchanges are kept)."""
+    global _RECENT
+    size = process_settings().history_size
+    if size != _RECENT.maxlen:
+        _RECENT = deque(_RECENT, maxlen=size)
+    return _RECENT
 
 
 def recent_exchanges(n: int = 1) -> list[Exchange]:
@@ -50,7 +62,7 @@ def recent_exchanges(n: int = 1) -> list[Exchange]:
         return []
     return [
         Exchange(at, model, messages, dict(options), response, error)
-        for at, model, messages, options, response, error in list(_RECENT)[-n:]
+        for at, model, messages, options, response, error in list(_buffer())[-n:]
     ]
 
 

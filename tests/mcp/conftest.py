@@ -88,8 +88,3 @@ def http_server() -> Iterator[Callable[..., str]]:
     for server, thread in servers:
         server.should_exit = True
         thread.join(10)
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)

@@ -67,3 +67,26 @@ def echo(inputs: dict[str, str]) -> dict[str, str]:
     if "boom" in question:
         raise ValueError(f"cannot answer {question!r}")
     return {"answer": question.upper()}
+
+
+def raises_interrupt(run: Callable[[Callable[[], Any]], Any], body: Callable[[], Any]) -> BaseException:
+    """Run `body` with the `run` fixture, expecting it to end in KeyboardInterrupt; return that.
+
+    A KeyboardInterrupt raised inside a task leaves asyncio's loop at once, and the task it came
+    from is collected later with "Task exception was never retrieved": collected here, quietly,
+    so that it is not printed among the suite's progress dots.
+    """
+    import gc
+    import logging
+
+    import pytest
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        run(body)
+    asyncio_log = logging.getLogger("asyncio")
+    disabled, asyncio_log.disabled = asyncio_log.disabled, True
+    try:
+        gc.collect()
+    finally:
+        asyncio_log.disabled = disabled
+    return caught.value

@@ -6,15 +6,15 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
-from runtime_lms import Tracker, answering_lm, echo
+from imp_backends import both_backends
+from runtime_lms import Tracker, answering_lm, echo, raises_interrupt
 
 import imp
 from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match
-
-pytestmark = pytest.mark.anyio
 
 QA = imp.signature("question -> answer")
 
@@ -27,7 +27,8 @@ def right(example: imp.Example, prediction: imp.Prediction) -> bool:
     return bool(example.answer == prediction.answer)
 
 
-async def test_a_bool_metric_gives_the_mean_of_the_rows(anyio_backend: str) -> None:
+@both_backends
+async def test_a_bool_metric_gives_the_mean_of_the_rows() -> None:
     program = imp.predict(QA, lm=answering_lm(echo, delay=0.01))
     report = await evaluate(program, devset(("a", "A"), ("b", "B"), ("c", "C"), ("d", "wrong")), right, progress=False)
     assert report.score == 0.75 and report.percent == 75.0
@@ -36,7 +37,8 @@ async def test_a_bool_metric_gives_the_mean_of_the_rows(anyio_backend: str) -> N
     assert report.errors == ()
 
 
-async def test_numbers_and_scores_with_feedback(anyio_backend: str) -> None:
+@both_backends
+async def test_numbers_and_scores_with_feedback() -> None:
     program = imp.predict(QA, lm=answering_lm(echo))
 
     def graded(example: imp.Example, prediction: imp.Prediction) -> Score:
@@ -51,6 +53,7 @@ async def test_numbers_and_scores_with_feedback(anyio_backend: str) -> None:
     assert report.score == 0.5
 
 
+@both_backends
 async def test_an_async_metric_is_awaited() -> None:
     async def slow_right(example: imp.Example, prediction: imp.Prediction) -> bool:
         await anyio.sleep(0.001)
@@ -61,7 +64,8 @@ async def test_an_async_metric_is_awaited() -> None:
     assert report.score == 0.5
 
 
-async def test_a_failing_program_is_a_row_scored_failure_score(anyio_backend: str) -> None:
+@both_backends
+async def test_a_failing_program_is_a_row_scored_failure_score() -> None:
     program = imp.predict(QA, lm=answering_lm(echo))
     report = await evaluate(
         program, devset(("a", "A"), ("boom", "B"), ("c", "C")), right, failure_score=0.1, progress=False
@@ -73,7 +77,8 @@ async def test_a_failing_program_is_a_row_scored_failure_score(anyio_backend: st
     assert isinstance(report.predictions[1], ValueError)
 
 
-async def test_a_raising_or_malformed_metric_is_a_metric_error(anyio_backend: str) -> None:
+@both_backends
+async def test_a_raising_or_malformed_metric_is_a_metric_error() -> None:
     program = imp.predict(QA, lm=answering_lm(echo))
 
     def broken(example: imp.Example, prediction: imp.Prediction) -> bool:
@@ -91,7 +96,8 @@ async def test_a_raising_or_malformed_metric_is_a_metric_error(anyio_backend: st
     assert isinstance(failed.error, TypeError) and "imp.Score" in str(failed.error)
 
 
-async def test_reaching_max_errors_raises_and_gives_no_score(anyio_backend: str) -> None:
+@both_backends
+async def test_reaching_max_errors_raises_and_gives_no_score() -> None:
     tracker = Tracker()
     program = imp.predict(QA, lm=answering_lm(echo, tracker=tracker))
     rows = devset(*[("boom", "x")] * 10)
@@ -105,7 +111,8 @@ async def test_reaching_max_errors_raises_and_gives_no_score(anyio_backend: str)
     assert isinstance(report, EvaluationReport) and len(report.errors) == 1
 
 
-async def test_max_errors_cancels_rows_in_flight(anyio_backend: str) -> None:
+@both_backends
+async def test_max_errors_cancels_rows_in_flight() -> None:
     tracker = Tracker()
     lm = answering_lm(echo, delay=lambda i: 0.0 if "boom" in i["question"] else 10.0, tracker=tracker)
     rows = devset(("slow1", "x"), ("slow2", "x"), ("boom", "x"))
@@ -114,6 +121,7 @@ async def test_max_errors_cancels_rows_in_flight(anyio_backend: str) -> None:
     assert tracker.in_flight == 0 and tracker.cancelled == 2
 
 
+@both_backends
 async def test_the_devset_is_checked_before_any_call() -> None:
     lm = answering_lm(echo)
     program = imp.predict(QA, lm=lm)
@@ -128,14 +136,16 @@ async def test_the_devset_is_checked_before_any_call() -> None:
     assert lm.requests == []
 
 
-async def test_usage_totals_every_concurrent_row(anyio_backend: str) -> None:
+@both_backends
+async def test_usage_totals_every_concurrent_row() -> None:
     program = imp.predict(QA, lm=answering_lm(echo, delay=0.01, model="m1"))
     report = await evaluate(program, devset(*[(f"q{i}", "x") for i in range(30)]), right, concurrency=8, progress=False)
     assert report.usage.input_tokens == 300 and report.usage.output_tokens == 60 and report.usage.requests == 30
     assert set(report.usage_by_model) == {"scripted:m1"}
 
 
-async def test_a_row_timeout_fails_only_that_row(anyio_backend: str) -> None:
+@both_backends
+async def test_a_row_timeout_fails_only_that_row() -> None:
     lm = answering_lm(echo, delay=lambda i: 5.0 if i["question"] == "slow" else 0.0)
     report = await evaluate(
         imp.predict(QA, lm=lm), devset(("a", "A"), ("slow", "SLOW")), right, timeout=0.1, progress=False
@@ -145,17 +155,20 @@ async def test_a_row_timeout_fails_only_that_row(anyio_backend: str) -> None:
     assert report.score == 0.5
 
 
-async def test_settings_reach_the_rows(anyio_backend: str) -> None:
+@both_backends
+async def test_settings_reach_the_rows() -> None:
     with imp.context(lm=answering_lm(echo)):
         report = await evaluate(imp.predict(QA), devset(("a", "A")), exact_match, progress=False)
     assert report.score == 1.0
 
 
+@both_backends
 async def test_an_empty_devset_scores_zero() -> None:
     report = await evaluate(imp.predict(QA, lm=answering_lm(echo)), [], right, progress=False)
     assert report.score == 0.0 and report.rows == ()
 
 
+@both_backends
 async def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     program = imp.predict(QA, lm=answering_lm(echo))
     await evaluate(program, devset(*[(f"q{i}", f"Q{i}") for i in range(20)]), right)
@@ -173,6 +186,7 @@ class FakeTerminal(io.StringIO):
         return True
 
 
+@both_backends
 async def test_progress_is_a_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     terminal = FakeTerminal()
     monkeypatch.setattr("sys.stderr", terminal)
@@ -183,6 +197,7 @@ async def test_progress_is_a_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) 
     assert "2/2  score 0.500  errors 0" in shown
 
 
+@both_backends
 async def test_progress_says_when_it_stopped(capsys: pytest.CaptureFixture[str]) -> None:
     program = imp.predict(QA, lm=answering_lm(echo))
     with pytest.raises(EvaluationError):
@@ -190,6 +205,7 @@ async def test_progress_says_when_it_stopped(capsys: pytest.CaptureFixture[str])
     assert "imp.evaluate: stopped: max_errors=1 reached; last error: ValueError" in capsys.readouterr().err
 
 
+@both_backends
 async def test_the_report_saves_json_and_csv_redacted(tmp_path: Path) -> None:
     program = imp.predict(QA, lm=answering_lm(echo))
     secret = "sk-abcdefghijklmnopqrstuvwxyz123456"
@@ -228,6 +244,7 @@ async def test_the_report_saves_json_and_csv_redacted(tmp_path: Path) -> None:
         assert secret not in text and "[REDACTED]" in text
 
 
+@both_backends
 async def test_the_report_reads_as_a_table() -> None:
     program = imp.predict(QA, lm=answering_lm(echo))
     rows = devset(("<b>a</b>", "<B>A</B>"), ("boom", "x"), *[(f"q{i}", "x") for i in range(25)])
@@ -243,7 +260,38 @@ async def test_the_report_reads_as_a_table() -> None:
     assert "<table>" in page and "&lt;b&gt;a&lt;/b&gt;" in page and "<b>a</b>" not in page
 
 
-async def test_a_deadline_passing_mid_evaluation_raises_and_gives_no_score(anyio_backend: str) -> None:
+@both_backends
+async def test_a_deadline_passing_mid_evaluation_raises_and_gives_no_score() -> None:
     program = imp.predict(QA, lm=answering_lm(echo, delay=0.02))
     with pytest.raises(imp.DeadlineExceeded), imp.deadline(0.1):
         await evaluate(program, devset(*[(f"q{i}", "x") for i in range(50)]), right, concurrency=1, progress=False)
+
+
+def test_a_ctrl_c_inside_a_row_surfaces_as_itself(run: Any) -> None:
+    """Under trio a task group wraps it in a BaseExceptionGroup, which `except KeyboardInterrupt` misses."""
+
+    def interrupting(inputs: dict[str, str]) -> dict[str, str]:
+        if inputs["question"] == "c":
+            raise KeyboardInterrupt
+        return echo(inputs)
+
+    program = imp.predict(QA, lm=answering_lm(interrupting, delay=0.01))
+
+    async def body() -> None:
+        await evaluate(program, devset(("a", "A"), ("b", "B"), ("c", "C"), ("d", "D")), right, progress=False)
+
+    assert type(raises_interrupt(run, body)) is KeyboardInterrupt
+
+
+def test_a_ctrl_c_inside_a_metric_surfaces_as_itself(run: Any) -> None:
+    def metric(example: imp.Example, prediction: imp.Prediction) -> bool:
+        if example.question == "b":
+            raise KeyboardInterrupt
+        return True
+
+    program = imp.predict(QA, lm=answering_lm(echo, delay=0.01))
+
+    async def body() -> None:
+        await evaluate(program, devset(("a", "A"), ("b", "B"), ("c", "C")), metric, progress=False)
+
+    raises_interrupt(run, body)

@@ -9,15 +9,14 @@ from typing import Any
 import anyio
 import pytest
 import sniffio
-from runtime_lms import Tracker, answering_lm, echo
+from imp_backends import both_backends
+from runtime_lms import Tracker, answering_lm, echo, raises_interrupt
 
 import imp
 from imp.evaluation import parallel
 from imp.programs.base import Program
 from imp.runtime.deadline import time_left
 from imp.runtime.usage import track_usage
-
-pytestmark = pytest.mark.anyio
 
 QA = imp.signature("question -> answer")
 
@@ -26,17 +25,19 @@ def questions(n: int) -> list[dict[str, str]]:
     return [{"question": f"q{i}"} for i in range(n)]
 
 
-async def test_results_come_back_in_input_order_at_bounded_concurrency(anyio_backend: str) -> None:
+@both_backends
+async def test_results_come_back_in_input_order_at_bounded_concurrency(backend: str) -> None:
     tracker = Tracker()
     # later items finish first: order must come from the input, not from completion
     lm = answering_lm(echo, delay=lambda inputs: 0.05 - 0.002 * int(inputs["question"][1:]), tracker=tracker)
     results = await parallel(imp.predict(QA, lm=lm), questions(20), concurrency=4)
-    assert sniffio.current_async_library() == anyio_backend
+    assert sniffio.current_async_library() == backend
     assert [r.answer for r in results] == [f"Q{i}" for i in range(20)]  # type: ignore[union-attr]
     assert tracker.peak == 4
 
 
-async def test_a_failure_stays_in_its_own_slot(anyio_backend: str) -> None:
+@both_backends
+async def test_a_failure_stays_in_its_own_slot() -> None:
     lm = answering_lm(echo, delay=0.01)
     inputs = [{"question": "a"}, {"question": "boom"}, {"question": "c"}]
     results = await parallel(imp.predict(QA, lm=lm), inputs)
@@ -45,7 +46,8 @@ async def test_a_failure_stays_in_its_own_slot(anyio_backend: str) -> None:
     assert isinstance(results[2], imp.Prediction) and results[2].answer == "C"
 
 
-async def test_an_item_timeout_cancels_only_that_item(anyio_backend: str) -> None:
+@both_backends
+async def test_an_item_timeout_cancels_only_that_item() -> None:
     tracker = Tracker()
     lm = answering_lm(echo, delay=lambda inputs: 5.0 if inputs["question"] == "slow" else 0.01, tracker=tracker)
     started = time.monotonic()
@@ -60,7 +62,8 @@ async def test_an_item_timeout_cancels_only_that_item(anyio_backend: str) -> Non
     assert tracker.cancelled == 1 and tracker.in_flight == 0
 
 
-async def test_items_see_the_callers_settings(anyio_backend: str) -> None:
+@both_backends
+async def test_items_see_the_callers_settings() -> None:
     first = answering_lm(lambda i: {"answer": "first"})
     second = answering_lm(lambda i: {"answer": "second"})
     program = imp.predict(QA)  # no LM of its own: it uses the one in imp.context
@@ -76,7 +79,8 @@ async def test_items_see_the_callers_settings(anyio_backend: str) -> None:
     assert seen == {"first": ["first"] * 10, "second": ["second"] * 10}
 
 
-async def test_items_see_the_callers_deadline(anyio_backend: str) -> None:
+@both_backends
+async def test_items_see_the_callers_deadline() -> None:
     lefts: list[float | None] = []
 
     def answer(inputs: dict[str, str]) -> dict[str, str]:
@@ -89,7 +93,8 @@ async def test_items_see_the_callers_deadline(anyio_backend: str) -> None:
     assert len(lefts) == 4 and all(left is not None and 0 < left <= 5.0 for left in lefts)
 
 
-async def test_the_callers_deadline_cancels_the_batch_promptly(anyio_backend: str) -> None:
+@both_backends
+async def test_the_callers_deadline_cancels_the_batch_promptly() -> None:
     tracker = Tracker()
     lm = answering_lm(echo, delay=10.0, tracker=tracker)
     started = time.monotonic()
@@ -99,7 +104,8 @@ async def test_the_callers_deadline_cancels_the_batch_promptly(anyio_backend: st
     assert tracker.in_flight == 0 and tracker.cancelled == 4
 
 
-async def test_usage_of_every_item_reaches_the_caller(anyio_backend: str) -> None:
+@both_backends
+async def test_usage_of_every_item_reaches_the_caller() -> None:
     lm = answering_lm(echo, delay=0.005, model="m1")
     with track_usage() as usage:
         results = await parallel(imp.predict(QA, lm=lm), questions(12), concurrency=5)
@@ -119,7 +125,8 @@ class FanOut(Program):
         return imp.Prediction({"answer": "+".join(r.answer for r in results)})  # type: ignore[union-attr]
 
 
-async def test_nested_parallel_never_deadlocks(anyio_backend: str) -> None:
+@both_backends
+async def test_nested_parallel_never_deadlocks() -> None:
     leaf = imp.predict(QA, lm=answering_lm(echo, delay=0.001))
     program: Program = FanOut(FanOut(leaf))
     with anyio.fail_after(5):
@@ -127,7 +134,8 @@ async def test_nested_parallel_never_deadlocks(anyio_backend: str) -> None:
     assert [r.answer for r in results] == ["+".join(["+".join([f"Q{i}"] * 3)] * 3) for i in range(4)]  # type: ignore[union-attr]
 
 
-async def test_the_pairs_form_runs_several_programs(anyio_backend: str) -> None:
+@both_backends
+async def test_the_pairs_form_runs_several_programs() -> None:
     lm = answering_lm(echo)
     shout = imp.predict(QA, lm=lm)
     fixed = imp.predict(QA, lm=answering_lm(lambda i: {"answer": "fixed"}))
@@ -135,14 +143,16 @@ async def test_the_pairs_form_runs_several_programs(anyio_backend: str) -> None:
     assert [r.answer for r in results] == ["A", "fixed", "C"]  # type: ignore[union-attr]
 
 
-async def test_examples_are_taken_by_their_inputs(anyio_backend: str) -> None:
+@both_backends
+async def test_examples_are_taken_by_their_inputs() -> None:
     lm = answering_lm(echo)
     examples = [imp.Example(question="x", answer="X").with_inputs("question")]
     (result,) = await parallel(imp.predict(QA, lm=lm), examples)
     assert isinstance(result, imp.Prediction) and result.answer == "X"
 
 
-async def test_cancelling_the_caller_leaves_no_work_running(anyio_backend: str) -> None:
+@both_backends
+async def test_cancelling_the_caller_leaves_no_work_running() -> None:
     tracker = Tracker()
     lm = answering_lm(echo, delay=10.0, tracker=tracker)
     with anyio.move_on_after(0.1):
@@ -150,7 +160,8 @@ async def test_cancelling_the_caller_leaves_no_work_running(anyio_backend: str) 
     assert tracker.in_flight == 0 and tracker.cancelled == 6
 
 
-async def test_a_thousand_items_run_concurrently(anyio_backend: str) -> None:
+@both_backends
+async def test_a_thousand_items_run_concurrently() -> None:
     lm = answering_lm(echo, delay=0.05)
     started = time.monotonic()
     results = await parallel(imp.predict(QA, lm=lm), questions(1000), concurrency=1000)
@@ -158,10 +169,12 @@ async def test_a_thousand_items_run_concurrently(anyio_backend: str) -> None:
     assert all(isinstance(r, imp.Prediction) for r in results)
 
 
+@both_backends
 async def test_an_empty_list_gives_an_empty_list() -> None:
     assert await parallel(imp.predict(QA, lm=answering_lm(echo)), []) == []
 
 
+@both_backends
 async def test_malformed_arguments_are_refused_before_any_call() -> None:
     lm = answering_lm(echo)
     program = imp.predict(QA, lm=lm)
@@ -180,18 +193,21 @@ async def test_malformed_arguments_are_refused_before_any_call() -> None:
     assert lm.requests == []
 
 
-async def test_a_deadline_passing_mid_batch_raises_rather_than_return_a_cut_batch(anyio_backend: str) -> None:
+@both_backends
+async def test_a_deadline_passing_mid_batch_raises_rather_than_return_a_cut_batch() -> None:
     lm = answering_lm(echo, delay=0.02)
     with pytest.raises(imp.DeadlineExceeded), imp.deadline(0.1):
         await parallel(imp.predict(QA, lm=lm), questions(50), concurrency=1)
 
 
+@both_backends
 async def test_inputs_may_be_given_by_keyword() -> None:
     results = await parallel(imp.predict(QA, lm=answering_lm(echo)), inputs=[{"question": "k"}])
     assert [r.answer for r in results] == ["K"]  # type: ignore[union-attr]
 
 
-async def test_a_cancelled_run_takes_no_more_items_even_when_one_swallows_the_cancellation(anyio_backend: str) -> None:
+@both_backends
+async def test_a_cancelled_run_takes_no_more_items_even_when_one_swallows_the_cancellation() -> None:
     from imp.evaluation.parallel import run_jobs
 
     started: list[int] = []
@@ -224,3 +240,42 @@ async def test_a_cancelled_run_takes_no_more_items_even_when_one_swallows_the_ca
         on_done=lambda index, outcome: isinstance(outcome, Exception),
     )
     assert started == [1] and results[1] == "1 swallowed it" and results[2:] == [None, None]
+
+
+def interrupting(inputs: dict[str, str]) -> dict[str, str]:
+    """Answer like `echo`; the question 'ctrl-c' raises KeyboardInterrupt, as a user's Ctrl-C would."""
+    if inputs["question"] == "ctrl-c":
+        raise KeyboardInterrupt
+    return echo(inputs)
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_ctrl_c_inside_an_item_surfaces_as_itself(run: Any, concurrency: int) -> None:
+    """Under trio a task group wraps it in a BaseExceptionGroup, which `except KeyboardInterrupt` misses."""
+    program = imp.predict(QA, lm=answering_lm(interrupting, delay=0.01))
+    items = [*questions(3), {"question": "ctrl-c"}, *questions(3)]
+
+    async def body() -> None:
+        await parallel(program, items, concurrency=concurrency)
+
+    assert type(raises_interrupt(run, body)) is KeyboardInterrupt
+
+
+@both_backends
+async def test_the_asyncio_fanout_serves_asyncio_only(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The speed trick in imp/evaluation/_asyncio_fanout.py runs the workers on asyncio; trio takes anyio's path."""
+    import importlib
+
+    parallel_module = importlib.import_module("imp.evaluation.parallel")  # the package's `parallel` is the function
+
+    used: list[int] = []
+    real = parallel_module.asyncio_workers
+
+    async def counting(worker: Any, count: int) -> None:
+        used.append(count)
+        await real(worker, count)
+
+    monkeypatch.setattr(parallel_module, "asyncio_workers", counting)
+    results = await parallel(imp.predict(QA, lm=answering_lm(echo)), questions(5), concurrency=2)
+    assert [r.answer for r in results] == [f"Q{i}" for i in range(5)]  # type: ignore[union-attr]
+    assert used == ([2] if backend == "asyncio" else [])

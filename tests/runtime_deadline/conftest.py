@@ -1,7 +1,4 @@
-"""Fixtures for the deadline tests: `@pytest.mark.anyio` tests run under asyncio and trio, and the
-LM layer's fake provider (tests/lm/fake_provider.py) is importable.
-(The root tests/conftest.py hands `anyio`-marked tests to anyio's plugin.)
-"""
+"""Fixtures for the deadline tests: the LM layer's fake provider (tests/lm/fake_provider.py)."""
 
 from __future__ import annotations
 
@@ -24,9 +21,3 @@ def fake() -> Iterator[FakeProvider]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """The async library an `anyio`-marked test runs under."""
-    return str(request.param)

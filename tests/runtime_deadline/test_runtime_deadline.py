@@ -15,13 +15,12 @@ from typing import Any
 import anyio
 import pytest
 from fake_provider import FakeProvider, Reply
+from imp_backends import both_backends
 
 import imp
 from imp.lm.base import LMResponse, Usage
 from imp.lm.retry import RetryPolicy
 from imp.runtime.deadline import current_deadline, time_left
-
-pytestmark = pytest.mark.anyio
 
 PROMPTLY = 2.0  # seconds: "did not hang", not a speed claim
 ANSWER = "[[ ## answer ## ]]\nfine\n\n[[ ## completed ## ]]"
@@ -50,7 +49,8 @@ def quick(messages: list[dict[str, Any]], options: dict[str, Any]) -> Any:
     return LMResponse(fields={"answer": "ok"}, usage=Usage(requests=1))
 
 
-async def test_a_predict_whose_lm_hangs_raises_deadline_exceeded(anyio_backend: str) -> None:
+@both_backends
+async def test_a_predict_whose_lm_hangs_raises_deadline_exceeded() -> None:
     hang = Hang()
     program = imp.predict("question -> answer", lm=imp.StaticLM(hang))
     started = time.monotonic()
@@ -62,14 +62,16 @@ async def test_a_predict_whose_lm_hangs_raises_deadline_exceeded(anyio_backend: 
     assert hang.time_left[0] is not None and 0 < hang.time_left[0] <= 0.2
 
 
-async def test_a_deadline_already_passed_sends_nothing(anyio_backend: str) -> None:
+@both_backends
+async def test_a_deadline_already_passed_sends_nothing() -> None:
     hang = Hang()
     with pytest.raises(imp.DeadlineExceeded), imp.deadline(0):
         await imp.call(imp.predict("question -> answer", lm=imp.StaticLM(hang)), question="q")
     assert hang.started == 0
 
 
-async def test_nesting_only_shortens(anyio_backend: str) -> None:
+@both_backends
+async def test_nesting_only_shortens() -> None:
     with imp.deadline(0.5):
         outer = current_deadline()
         with imp.deadline(30):
@@ -112,6 +114,7 @@ def _ok() -> Reply:
     )
 
 
+@both_backends
 async def test_a_slow_provider_is_cut_at_the_deadline(fake: FakeProvider) -> None:
     fake.add(Reply(200, json={"choices": []}, delay=3.0))
     async with _client(fake) as client:
@@ -122,6 +125,7 @@ async def test_a_slow_provider_is_cut_at_the_deadline(fake: FakeProvider) -> Non
     assert len(fake.requests) == 1
 
 
+@both_backends
 async def test_a_retry_sleep_and_the_next_attempt_stay_under_the_deadline(fake: FakeProvider) -> None:
     # The first attempt fails with a short wait hint; the retry is sent, and hangs: the deadline ends it.
     fake.add(Reply(503, json={"error": {"message": "busy"}}, headers={"retry-after": "0.2"}))
@@ -135,6 +139,7 @@ async def test_a_retry_sleep_and_the_next_attempt_stay_under_the_deadline(fake: 
     assert len(fake.requests) == 2
 
 
+@both_backends
 async def test_a_wait_longer_than_the_time_left_is_not_slept(fake: FakeProvider) -> None:
     fake.add(Reply(503, json={"error": {"message": "busy"}}, headers={"retry-after": "5"}), _ok())
     async with _client(fake) as client:
@@ -145,6 +150,7 @@ async def test_a_wait_longer_than_the_time_left_is_not_slept(fake: FakeProvider)
     assert info.value.status == 503 and info.value.attempts == 1
 
 
+@both_backends
 async def test_a_request_in_time_succeeds_under_a_deadline(fake: FakeProvider) -> None:
     fake.add(_ok())
     async with _client(fake) as client, anyio.create_task_group():
@@ -161,7 +167,8 @@ def _agent(tools: list[imp.Tool]) -> imp.ReAct:
     return imp.react("question -> answer", tools, lm=lm)
 
 
-async def test_a_hanging_async_tool_is_cancelled_and_the_turn_returns_its_history(anyio_backend: str) -> None:
+@both_backends
+async def test_a_hanging_async_tool_is_cancelled_and_the_turn_returns_its_history() -> None:
     seen: dict[str, Any] = {}
 
     @imp.tool
@@ -187,7 +194,8 @@ async def test_a_hanging_async_tool_is_cancelled_and_the_turn_returns_its_histor
     assert result.name == "search" and result.outcome == "unknown"
 
 
-async def test_a_hanging_sync_tool_does_not_hold_the_turn(anyio_backend: str) -> None:
+@both_backends
+async def test_a_hanging_sync_tool_does_not_hold_the_turn() -> None:
     release = threading.Event()
 
     @imp.tool
@@ -206,7 +214,8 @@ async def test_a_hanging_sync_tool_does_not_hold_the_turn(anyio_backend: str) ->
     assert prediction.metadata.termination_cause == "deadline_exceeded"
 
 
-async def test_a_tool_sees_the_deadline_in_force(anyio_backend: str) -> None:
+@both_backends
+async def test_a_tool_sees_the_deadline_in_force() -> None:
     seen: list[float | None] = []
 
     @imp.tool
@@ -223,7 +232,8 @@ async def test_a_tool_sees_the_deadline_in_force(anyio_backend: str) -> None:
 # --- parallel workers and nested programs ----------------------------------------------------
 
 
-async def test_parallel_workers_are_cancelled_by_the_callers_deadline(anyio_backend: str) -> None:
+@both_backends
+async def test_parallel_workers_are_cancelled_by_the_callers_deadline() -> None:
     hang = Hang()
     program = imp.predict("question -> answer", lm=imp.StaticLM(hang))
     started = time.monotonic()
@@ -234,7 +244,8 @@ async def test_parallel_workers_are_cancelled_by_the_callers_deadline(anyio_back
     assert all(left is not None and left <= 0.2 for left in hang.time_left)
 
 
-async def test_an_item_timeout_inside_a_longer_deadline_fails_only_that_slot(anyio_backend: str) -> None:
+@both_backends
+async def test_an_item_timeout_inside_a_longer_deadline_fails_only_that_slot() -> None:
     hang = Hang()
     slow = imp.predict("question -> answer", lm=imp.StaticLM(hang))
     fast = imp.predict("question -> answer", lm=imp.StaticLM(quick))
@@ -256,7 +267,8 @@ class Pipeline(imp.Program):
         return await imp.call(self.second, question=draft.answer)
 
 
-async def test_a_nested_program_is_cut_by_the_outer_deadline(anyio_backend: str) -> None:
+@both_backends
+async def test_a_nested_program_is_cut_by_the_outer_deadline() -> None:
     hang = Hang()
     program = Pipeline(
         imp.predict("question -> answer", lm=imp.StaticLM(quick)),
@@ -270,7 +282,8 @@ async def test_a_nested_program_is_cut_by_the_outer_deadline(anyio_backend: str)
     assert hang.time_left[0] is not None and hang.time_left[0] < 0.3  # the first step used some of it
 
 
-async def test_a_react_agent_nested_in_a_plain_program(anyio_backend: str) -> None:
+@both_backends
+async def test_a_react_agent_nested_in_a_plain_program() -> None:
     cancelled: list[bool] = []
 
     @imp.tool
@@ -298,7 +311,8 @@ async def test_a_react_agent_nested_in_a_plain_program(anyio_backend: str) -> No
     assert prediction.metadata.termination_cause == "deadline_exceeded"
 
 
-async def test_a_deadline_inside_a_program_only_shortens_the_callers(anyio_backend: str) -> None:
+@both_backends
+async def test_a_deadline_inside_a_program_only_shortens_the_callers() -> None:
     hang = Hang()
 
     class Patient(imp.Program):

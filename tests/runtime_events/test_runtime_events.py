@@ -193,6 +193,23 @@ async def test_the_drain_timeout_bounds_the_end_of_the_block() -> None:
     assert sink.delivered == 0 and sink.dropped == 2  # one was being delivered when the block ended
 
 
+@pytest.mark.parametrize("error", [LMError("the provider failed", status=500), KeyboardInterrupt()])
+def test_an_error_inside_a_buffered_sink_block_surfaces_as_itself(run: Any, error: BaseException) -> None:
+    """Not wrapped in an exception group by the sink's task group, under asyncio or trio."""
+    received: list[str] = []
+
+    async def body() -> None:
+        async with buffered_sink(lambda e: received.append(e.kind)) as sink:
+            await imp.call(imp.predict("question -> answer", lm=answering()), question="q", on_event=sink)
+            raise error
+
+    with pytest.raises(type(error)) as caught:
+        run(body)
+    assert caught.value is error
+    # what was queued when the block failed may be dropped, but nothing is delivered out of order
+    assert received == ["run_started", "model_request", "model_response", "run_finished"][: len(received)]
+
+
 def test_buffered_sink_under_trio() -> None:
     received: list[str] = []
 

@@ -1,9 +1,10 @@
-"""imp's first look: the escalation agent of seed 001 routes a ticket and finds who is on call.
+"""imp's first look: an escalation agent routes a support ticket to a squad and finds who is on call.
 
-Run it with `make demo` (or `python -m imp.demo`). It prints each request the agent sends (the first
-in full, then only what each later request adds: each request is the previous one plus the newest
-exchange), each reply with its tool calls, the tools' results, the answer and how the turn ended.
-Without configuration the LM is a `ScriptedLM`, so it runs anywhere; to use a real model, set
+Run it with `make demo` (or `python examples/demo.py`; it is not part of the installed package).
+It prints each request the agent sends (the first in full, then only what each later request adds:
+each request is the previous one plus the newest exchange), each reply with its tool calls, the
+tools' results, the answer and how the turn ended. Without configuration the LM is a `ScriptedLM`,
+so it runs anywhere; to use a real model, set
 `IMP_LM=provider:model` (`openai:gpt-5.4-mini`, `anthropic:claude-sonnet-4-6`, `openrouter:...`)
 and the provider's key (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `OPENROUTER_API_KEY`);
 `IMP_BASE_URL` points `openai:` at any OpenAI-compatible server.
