@@ -6,9 +6,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, overload
 
+from imp._annotation import HistoryType
 from imp._redact import redact
 from imp.records import ToolCall, ToolOutcome, ToolResult
 from imp.records import plain as _plain
+from imp.values import render_value
 
 __all__ = ["History", "ToolCall", "ToolOutcome", "ToolResult", "format_tool_result"]
 
@@ -19,15 +21,13 @@ def format_tool_result(result: ToolResult) -> str:
         return f"Error: {result.error}"
     if result.outcome != "result":
         return f"Error: {result.name} did not return a result ({result.outcome})."
-    from imp.values import render_value
-
     return render_value(result.result)
 
 
 Turn = Mapping[str, Any]
 
 
-class History(Sequence[Turn]):
+class History(Sequence[Turn], HistoryType):
     """An immutable list of turns: signature-shaped field mappings, or ReAct steps.
 
     A turn may also hold `user_name` / `assistant_name` (message names, never rendered as
