@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from imp._frozen import fast_init
-from imp.history import History, ToolCall
-from imp.lm.base import Usage
+from imp.history import History
+from imp.records import ToolCall, Usage
 
 __all__ = ["Example", "Prediction", "PredictionMetadata"]
 

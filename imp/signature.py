@@ -7,12 +7,15 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Literal, TypedDict, Union, Unpack
+from typing import Any, Literal, TypedDict, TypeVar, Unpack
 
+import pydantic
+
+from imp._annotation import admits_none, base_annotation, is_history
 from imp._typeparse import parse_type, type_to_text
 from imp.errors import SignatureError
 
@@ -31,6 +34,7 @@ __all__ = [
 FieldKind = Literal["input", "output"]
 _CONSTRAINT_KEYS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_T = TypeVar("_T")
 
 
 class _Missing:
@@ -70,7 +74,20 @@ class Field:
     @cached_property
     def optional(self) -> bool:
         """Whether the field's type admits None."""
-        return _admits_none(self.annotation)
+        return admits_none(self.annotation)
+
+    @cached_property
+    def base_annotation(self) -> Any:
+        """The annotation without `Annotated[...]` and without the `None` of an optional."""
+        return base_annotation(self.annotation)
+
+    @cached_property
+    def type_adapter(self) -> pydantic.TypeAdapter[Any]:
+        """The pydantic validator of the annotation with the field's constraints."""
+        annotation = self.annotation
+        if self.constraints:
+            annotation = typing.Annotated[annotation, pydantic.Field(**dict(self.constraints))]
+        return pydantic.TypeAdapter(annotation)
 
     @property
     def has_default(self) -> bool:
@@ -134,19 +151,6 @@ class Field:
         return f"Field({self.name!r}, {self.kind}, {type_to_text(self.annotation)})"
 
 
-def _admits_none(annotation: Any) -> bool:
-    if annotation is type(None) or annotation is Any:
-        return annotation is type(None)
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _admits_none(typing.get_args(annotation)[0])
-    if origin in (Union, types.UnionType):
-        return any(a is type(None) for a in typing.get_args(annotation))
-    if origin is Literal:
-        return None in typing.get_args(annotation)
-    return False
-
-
 @dataclass(frozen=True)
 class _FieldSpec:
     kind: FieldKind
@@ -202,13 +206,14 @@ class _SignatureMeta(type):
 class Signature(metaclass=_SignatureMeta):
     """An immutable task declaration: ordered inputs and outputs, instructions and metadata."""
 
-    __slots__ = ("__dict__", "_frozen", "inputs", "instructions", "metadata", "name", "outputs")
+    __slots__ = ("__dict__", "_memo", "inputs", "instructions", "metadata", "name", "outputs")
 
     inputs: Mapping[str, Field]
     outputs: Mapping[str, Field]
     instructions: str
     metadata: Mapping[str, Any]
     name: str
+    _memo: dict[Hashable, Any]
 
     def __init__(
         self,
@@ -228,7 +233,7 @@ class Signature(metaclass=_SignatureMeta):
         object.__setattr__(self, "instructions", text)
         object.__setattr__(self, "metadata", MappingProxyType(dict(metadata or {})))
         object.__setattr__(self, "name", name)
-        object.__setattr__(self, "_frozen", True)
+        object.__setattr__(self, "_memo", {})
 
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError(f"a Signature is immutable; use with_instructions(), prepend_output() ... ({key})")
@@ -277,21 +282,43 @@ class Signature(metaclass=_SignatureMeta):
             outputs=[f for f in self.outputs.values() if f.name not in names],
         )
 
+    def memo(self, key: Hashable, make: Callable[..., _T], *args: Any) -> _T:
+        """A value derived from this signature alone (an adapter's system message), made once per key.
+
+        `make(*args)` runs on the first ask for `key`; later asks return what it made. The key
+        names who derives the value (an adapter class and what it is), so dialects never collide.
+        """
+        memo: dict[Hashable, Any] = self._memo
+        try:
+            return typing.cast(_T, memo[key])
+        except KeyError:
+            made = memo[key] = make(*args)
+            return made
+
     @cached_property
     def history_field(self) -> str | None:
         """The name of the input annotated `imp.History`, if any."""
-        from imp.history import History
-
         for f in self.inputs.values():
-            if f.annotation is History:
+            if is_history(f.annotation):
                 return f.name
         return None
 
+    @cached_property
+    def output_model(self) -> type[pydantic.BaseModel]:
+        """A pydantic model of the outputs (for their JSON schema)."""
+        definitions: dict[str, Any] = {}
+        for f in self.outputs.values():
+            info = pydantic.Field(
+                default=f.default if f.has_default else (None if f.optional else ...),
+                description=f.desc or None,
+                **dict(f.constraints),
+            )
+            definitions[f.name] = (f.annotation, info)
+        return pydantic.create_model("Outputs", **definitions)
+
     def json_schema(self) -> dict[str, Any]:
         """The JSON schema of the outputs, as one object."""
-        from imp.values import output_model
-
-        schema = output_model(self).model_json_schema()
+        schema = self.output_model.model_json_schema()
         schema["additionalProperties"] = False
         return schema
 

@@ -8,16 +8,20 @@ import json
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping
-from typing import Any, Literal, Union
+from collections.abc import Callable
+from typing import Any, Union
 
 import pydantic
 from pydantic_core import to_jsonable_python
 
+from imp._annotation import NONE as _NONE
+from imp._annotation import base_annotation, is_history
+from imp._annotation import choices as _choices
+from imp._annotation import is_enum as _is_enum
 from imp._json import loads as load_json
 from imp._json import loads_object as load_json_object
 from imp._json import unwrap_fence
-from imp.signature import Field, Signature
+from imp.signature import Field
 
 __all__ = [
     "CoercionError",
@@ -28,14 +32,12 @@ __all__ = [
     "format_requirement",
     "load_json",
     "load_json_object",
-    "output_model",
     "render_value",
     "type_name",
     "unwrap_fence",
     "value_note",
 ]
 
-_NONE = type(None)
 _INT = re.compile(r"[+-]?\d+")
 _TRUE = frozenset({"true", "yes", "1"})
 _FALSE = frozenset({"false", "no", "0"})
@@ -52,30 +54,7 @@ class CoercionError(ValueError):
         super().__init__(f"field `{field}`: {reason} (got {shown!r})")
 
 
-# --- annotations --------------------------------------------------------------------------
-
-
-def base_annotation(annotation: Any) -> Any:
-    """The annotation without `Annotated[...]` and without `None` in an optional union."""
-    while typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    if typing.get_origin(annotation) in (Union, types.UnionType):
-        members = [a for a in typing.get_args(annotation) if a is not _NONE]
-        if len(members) == 1:
-            return base_annotation(members[0])
-    return annotation
-
-
-def _is_enum(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, enum.Enum)
-
-
-def _choices(annotation: Any) -> list[Any] | None:
-    if typing.get_origin(annotation) is Literal:
-        return [a for a in typing.get_args(annotation) if a is not None]
-    if _is_enum(annotation):
-        return [m.value for m in annotation]
-    return None
+# --- annotations in plain words ------------------------------------------------------------
 
 
 _PLAIN = {
@@ -104,9 +83,7 @@ _PLURAL = {
 
 def type_name(annotation: Any) -> str:
     """The type in plain words, as prompts show it: `string`, `list of strings`, `one of: a, b`."""
-    from imp.history import History
-
-    if annotation is History:
+    if is_history(annotation):
         return "conversation history"
     raw = annotation
     annotation = base_annotation(annotation)
@@ -229,20 +206,9 @@ def _numbered(items: list[Any] | tuple[Any, ...]) -> str:
 Coercer = Callable[[str], Any]
 
 
-def _adapter(field: Field) -> pydantic.TypeAdapter[Any]:
-    cached = field.__dict__.get("_imp_type_adapter")
-    if cached is None:
-        annotation = field.annotation
-        if field.constraints:
-            annotation = typing.Annotated[annotation, pydantic.Field(**dict(field.constraints))]
-        cached = pydantic.TypeAdapter(annotation)
-        field.__dict__["_imp_type_adapter"] = cached
-    return cached
-
-
 def _validate(field: Field, value: Any) -> Any:
     try:
-        return _adapter(field).validate_python(value)
+        return field.type_adapter.validate_python(value)
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
@@ -272,18 +238,9 @@ def _wants_json_container(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
 
 
-def _base_of(field: Field) -> Any:
-    """`base_annotation` of a field's annotation, worked out once per field."""
-    try:
-        return field.__dict__["_imp_base"]
-    except KeyError:
-        base = field.__dict__["_imp_base"] = base_annotation(field.annotation)
-        return base
-
-
 def coerce_text(field: Field, text: str) -> Any:
     """Coerce one field's text from a reply into the field's type (raises `CoercionError`)."""
-    annotation = _base_of(field)
+    annotation = field.base_annotation
     stripped = text.strip()
     if field.optional and stripped in ("null", "None", "") and not (annotation is str and stripped == ""):
         return None
@@ -339,7 +296,7 @@ def coerce_text(field: Field, text: str) -> Any:
 
 def coerce_value(field: Field, value: Any) -> Any:
     """Coerce a value given directly (a JSON member, a scripted field) into the field's type."""
-    annotation = _base_of(field)
+    annotation = field.base_annotation
     if value is None:
         if field.optional:
             return None
@@ -353,26 +310,3 @@ def coerce_value(field: Field, value: Any) -> Any:
     if annotation is bool and isinstance(value, int) and value in (0, 1) and not isinstance(value, bool):
         return bool(value)
     return _validate(field, value)
-
-
-def output_model(signature: Signature) -> type[pydantic.BaseModel]:
-    """A pydantic model of the outputs (for JSON schema), built once per signature."""
-    cached = signature.__dict__.get("_imp_output_model")
-    if cached is not None:
-        return typing.cast(type[pydantic.BaseModel], cached)
-    definitions: dict[str, Any] = {}
-    for f in signature.outputs.values():
-        info = pydantic.Field(
-            default=f.default if f.has_default else (None if f.optional else ...),
-            description=f.desc or None,
-            **dict(f.constraints),
-        )
-        definitions[f.name] = (f.annotation, info)
-    model: type[pydantic.BaseModel] = pydantic.create_model("Outputs", **definitions)
-    signature.__dict__["_imp_output_model"] = model
-    return model
-
-
-def check_mapping(fields: Mapping[str, Field], values: Mapping[str, Any]) -> dict[str, Any]:
-    """Coerce each present value of a mapping through its field (raises `CoercionError`)."""
-    return {name: coerce_value(fields[name], value) for name, value in values.items() if name in fields}

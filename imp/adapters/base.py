@@ -6,24 +6,24 @@ import abc
 import inspect
 import json
 import re
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from imp.errors import AdapterParseError
-from imp.history import History, ToolCall, ToolResult, format_tool_result
-from imp.lm.base import Message
+from imp.history import History, format_tool_result
 from imp.prediction import Prediction
+from imp.records import Message, ToolCall, ToolResult
 from imp.signature import Field, Signature
 from imp.values import CoercionError, coerce_text, coerce_value, load_json_object, render_value
-
-if TYPE_CHECKING:
-    from imp.lm.base import LM
 
 __all__ = [
     "FORMAT_OPTIONS",
     "Adapter",
     "FormatOptions",
+    "LMCapabilitiesLike",
+    "LMLike",
     "message_name",
 ]
 
@@ -51,6 +51,20 @@ _UNSET: Any = object()
 _NAME_KEYS = ("user_name", "assistant_name")
 MARKER_LINE = re.compile(r"\[\[ ## (\w+) ## \]\]")
 """A Chat field marker, `[[ ## name ## ]]`, at the start of a (stripped) line."""
+
+
+class LMCapabilitiesLike(Protocol):
+    """What an adapter reads of an LM's capabilities: how much structured output it takes."""
+
+    @property
+    def response_format(self) -> str: ...
+
+
+class LMLike(Protocol):
+    """What an adapter reads of an LM (adapters sit below the models and never import them)."""
+
+    @property
+    def capabilities(self) -> LMCapabilitiesLike: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +171,7 @@ class Adapter(abc.ABC):
         """The adapter asked once more when this one cannot parse a reply (None: no fallback)."""
         return None
 
-    def request_options(self, signature: Signature, lm: LM | None) -> dict[str, Any]:
+    def request_options(self, signature: Signature, lm: LMLike | None) -> dict[str, Any]:
         """Request options this dialect adds for an LM (structured output); none by default."""
         return {}
 
@@ -437,8 +451,6 @@ def openai_tool_call(call: ToolCall) -> dict[str, Any]:
 
 def objective(instructions: str) -> str:
     """DSPy's objective line: the instructions dedented, each line on its own indented line."""
-    import textwrap
-
     lines = textwrap.dedent(instructions).splitlines()
     return "In adhering to this structure, your objective is: " + ("\n" + " " * 8).join(["", *lines])
 

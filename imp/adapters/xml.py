@@ -10,11 +10,13 @@ from typing import Any
 import pydantic
 from pydantic_core import to_jsonable_python
 
+from imp._annotation import base_annotation
+from imp.adapters._fields import field_descriptions
 from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, guidance_lines, objective
-from imp.adapters.chat import field_descriptions
+from imp.adapters.json import JSONAdapter
 from imp.errors import AdapterParseError
 from imp.signature import Field, Signature
-from imp.values import base_annotation, coerce_text, coerce_value, load_json, render_value, value_note
+from imp.values import coerce_text, coerce_value, load_json, render_value, value_note
 
 __all__ = ["XMLAdapter"]
 
@@ -198,8 +200,6 @@ class XMLAdapter(Adapter):
 
     @property
     def fallback(self) -> Adapter | None:
-        from imp.adapters.json import JSONAdapter
-
         return JSONAdapter()
 
 
