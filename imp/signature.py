@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import sys
 import types
 import typing
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Literal, TypedDict, TypeVar, Unpack
+from typing import Any, Literal, TypedDict, Unpack
 
 import pydantic
 
@@ -34,7 +35,6 @@ __all__ = [
 FieldKind = Literal["input", "output"]
 _CONSTRAINT_KEYS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_T = TypeVar("_T")
 
 
 class _Missing:
@@ -84,10 +84,10 @@ class Field:
     @cached_property
     def type_adapter(self) -> pydantic.TypeAdapter[Any]:
         """The pydantic validator of the annotation with the field's constraints."""
-        annotation = self.annotation
-        if self.constraints:
-            annotation = typing.Annotated[annotation, pydantic.Field(**dict(self.constraints))]
-        return pydantic.TypeAdapter(annotation)
+        try:
+            return _type_adapter(self.annotation, tuple(sorted(self.constraints.items())))
+        except TypeError:  # an unhashable annotation or constraint: this field's own validator
+            return _make_type_adapter(self.annotation, tuple(self.constraints.items()))
 
     @property
     def has_default(self) -> bool:
@@ -151,6 +151,17 @@ class Field:
         return f"Field({self.name!r}, {self.kind}, {type_to_text(self.annotation)})"
 
 
+def _make_type_adapter(annotation: Any, constraints: tuple[tuple[str, Any], ...]) -> pydantic.TypeAdapter[Any]:
+    if constraints:
+        annotation = typing.Annotated[annotation, pydantic.Field(**dict(constraints))]
+    return pydantic.TypeAdapter(annotation)
+
+
+# Building a validator costs tens of microseconds; fields copied by `replace()` (a loop's
+# per-turn signature) share one per annotation and constraints instead of building their own.
+_type_adapter = functools.lru_cache(maxsize=1024)(_make_type_adapter)
+
+
 @dataclass(frozen=True)
 class _FieldSpec:
     kind: FieldKind
@@ -206,14 +217,19 @@ class _SignatureMeta(type):
 class Signature(metaclass=_SignatureMeta):
     """An immutable task declaration: ordered inputs and outputs, instructions and metadata."""
 
-    __slots__ = ("__dict__", "_memo", "inputs", "instructions", "metadata", "name", "outputs")
+    __slots__ = ("__dict__", "derived", "inputs", "instructions", "metadata", "name", "outputs")
 
     inputs: Mapping[str, Field]
     outputs: Mapping[str, Field]
     instructions: str
     metadata: Mapping[str, Any]
     name: str
-    _memo: dict[Hashable, Any]
+    derived: dict[Hashable, Any]
+    """Values worked out from this signature alone (an adapter's system message), kept with it.
+
+    Only caches belong here, keyed by who derives them (an adapter class), so dialects never
+    collide; a signature made by `with_instructions()` and the like starts empty.
+    """
 
     def __init__(
         self,
@@ -233,7 +249,7 @@ class Signature(metaclass=_SignatureMeta):
         object.__setattr__(self, "instructions", text)
         object.__setattr__(self, "metadata", MappingProxyType(dict(metadata or {})))
         object.__setattr__(self, "name", name)
-        object.__setattr__(self, "_memo", {})
+        object.__setattr__(self, "derived", {})
 
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError(f"a Signature is immutable; use with_instructions(), prepend_output() ... ({key})")
@@ -281,19 +297,6 @@ class Signature(metaclass=_SignatureMeta):
             inputs=[f for f in self.inputs.values() if f.name not in names],
             outputs=[f for f in self.outputs.values() if f.name not in names],
         )
-
-    def memo(self, key: Hashable, make: Callable[..., _T], *args: Any) -> _T:
-        """A value derived from this signature alone (an adapter's system message), made once per key.
-
-        `make(*args)` runs on the first ask for `key`; later asks return what it made. The key
-        names who derives the value (an adapter class and what it is), so dialects never collide.
-        """
-        memo: dict[Hashable, Any] = self._memo
-        try:
-            return typing.cast(_T, memo[key])
-        except KeyError:
-            made = memo[key] = make(*args)
-            return made
 
     @cached_property
     def history_field(self) -> str | None:

@@ -8,7 +8,7 @@ import json
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Union
 
 import pydantic
@@ -21,11 +21,14 @@ from imp._annotation import is_enum as _is_enum
 from imp._json import loads as load_json
 from imp._json import loads_object as load_json_object
 from imp._json import unwrap_fence
+from imp._typeparse import type_to_text
+from imp.errors import InvalidInputError
 from imp.signature import Field
 
 __all__ = [
     "CoercionError",
     "base_annotation",
+    "check_input",
     "coerce_text",
     "coerce_value",
     "dump_json",
@@ -310,3 +313,47 @@ def coerce_value(field: Field, value: Any) -> Any:
     if annotation is bool and isinstance(value, int) and value in (0, 1) and not isinstance(value, bool):
         return bool(value)
     return _validate(field, value)
+
+
+# --- checking inputs before a request -------------------------------------------------------
+
+
+def check_input(field: Field, value: Any) -> None:
+    """Refuse an input value that does not fit its field, before any request (`InvalidInputError`).
+
+    The value is checked, not changed: pydantic's lax mode decides what fits (`"5"` for an int,
+    `"2024-05-01"` for a datetime), and the prompt shows the value as given. A text field takes any
+    value (a list becomes numbered passages), and checks its constraints when given a string.
+    """
+    annotation = field.base_annotation
+    if annotation is Any or value is None:
+        return
+    if is_history(annotation):
+        if isinstance(annotation, type) and isinstance(value, annotation):
+            return
+        if isinstance(value, list | tuple) and all(isinstance(t, Mapping) for t in value):
+            return
+        raise InvalidInputError(
+            field.name, f"expected an imp.History or a list of turn mappings, got {_kind(value)}", value=value
+        )
+    if annotation is str and not isinstance(value, str):
+        return
+    try:
+        field.type_adapter.validate_python(value)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        reason = first.get("msg", "invalid value")
+        at = f" at `{where}`" if where else ""
+        raise InvalidInputError(
+            field.name,
+            f"{reason}{at} (the field is `{type_to_text(field.annotation)}`; got {_kind(value)})",
+            value=value,
+        ) from None
+
+
+def _kind(value: Any) -> str:
+    """A value's type for an error message: the value itself may be a secret."""
+    return (
+        "a " + type(value).__name__ if type(value).__name__[:1].lower() not in "aeiou" else "an " + type(value).__name__
+    )

@@ -29,6 +29,7 @@ LAYERS = [
     "imp.adapters.json",
     "imp.adapters.chat",
     "imp.adapters.xml",
+    "imp.adapters._names",
     "imp.adapters",
 ]
 

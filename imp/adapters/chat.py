@@ -74,8 +74,7 @@ class ChatAdapter(Adapter):
 
     def system_text(self, signature: Signature, opts: FormatOptions) -> str:
         if opts.system_renderer is None and opts.guidance is None and opts.agent_line == DEFAULT_AGENT_LINE:
-            # The default system message depends on the signature alone: made once per signature.
-            return signature.memo((type(self), "system"), self.default_system, signature, {})
+            return self._texts(signature)[0]
         return super().system_text(signature, opts)
 
     def input_section(self, field: Field, formatted_value: str) -> str:
@@ -89,7 +88,16 @@ class ChatAdapter(Adapter):
         return "\n\n".join(sections).strip() + "\n\n[[ ## completed ## ]]\n"
 
     def response_instruction(self, signature: Signature) -> str | None:
-        return signature.memo((type(self), "instruction"), self._response_instruction, signature)
+        return self._texts(signature)[1]
+
+    def _texts(self, signature: Signature) -> tuple[str, str]:
+        """The default system message and the response instruction: they depend on the signature
+        alone, so each signature keeps them (one dict lookup on every request after the first)."""
+        texts: tuple[str, str] | None = signature.derived.get(type(self))
+        if texts is None:
+            texts = (self.default_system(signature, {}), self._response_instruction(signature))
+            signature.derived[type(self)] = texts
+        return texts
 
     def _response_instruction(self, signature: Signature) -> str:
         parts = []
