@@ -380,16 +380,20 @@ class Signature(metaclass=_SignatureMeta):
             hints = typing.get_type_hints(holder, globalns=vars(module) if module else None, include_extras=True)
         except NameError as exc:
             raise SignatureError(f"signature class {name}: cannot resolve annotation ({exc})") from None
-        inputs: list[Field] = []
-        outputs: list[Field] = []
-        for field_name, annotation in hints.items():
-            spec = ns.get(field_name)
-            if not isinstance(spec, _FieldSpec):
+        for field_name in hints:
+            if not isinstance(ns.get(field_name), _FieldSpec):
                 raise SignatureError(
                     f"signature class {name}: field `{field_name}` needs `= imp.InputField()` or `= imp.OutputField()`"
                 )
-            made = Field(field_name, spec.kind, annotation, spec.desc, spec.default, spec.constraints)
-            (inputs if spec.kind == "input" else outputs).append(made)
+        inputs: list[Field] = []
+        outputs: list[Field] = []
+        # In the order the class declares them; a field without an annotation is a string field,
+        # as in DSPy: nothing declared is dropped.
+        for field_name, spec in ns.items():
+            if isinstance(spec, _FieldSpec):
+                annotation = hints.get(field_name, str)
+                made = Field(field_name, spec.kind, annotation, spec.desc, spec.default, spec.constraints)
+                (inputs if spec.kind == "input" else outputs).append(made)
         doc = ns.get("__doc__")
         return Signature(inputs, outputs, doc, name=name)
 

@@ -9,7 +9,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import pydantic
 from pydantic_core import to_jsonable_python
@@ -33,6 +33,7 @@ __all__ = [
     "coerce_value",
     "dump_json",
     "format_requirement",
+    "json_schema_hint",
     "load_json",
     "load_json_object",
     "render_value",
@@ -137,23 +138,41 @@ def format_requirement(field: Field) -> str:
 
 
 def value_note(field: Field) -> str:
-    """The `# note: the value you produce ...` hint shown beside an output's placeholder ("" for text)."""
-    annotation = base_annotation(field.annotation)
+    """The `# note: the value you produce ...` hint beside an output's placeholder ("" for text), in DSPy's words.
+
+    As DSPy does, the hint follows the declared annotation (only `Annotated[...]` is looked
+    through): `int | None` is described by its JSON schema, `int` as "a single int value".
+    """
+    annotation = field.annotation
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
     if field.kind == "input" or annotation is str:
         return ""
-    choices = _choices(annotation)
-    if choices is not None:
-        return "must exactly match (no extra characters) one of: " + "; ".join(str(c) for c in choices)
     if annotation is bool:
-        return "must be true or false"
-    if annotation is int:
-        return "must be a single integer"
-    if annotation is float:
-        return "must be a single number"
-    if annotation is _dt.datetime:
-        return "must be an ISO 8601 date and time"
-    schema = pydantic.TypeAdapter(annotation).json_schema()
-    return "must adhere to the JSON schema: " + json.dumps(schema, ensure_ascii=False)
+        return "must be True or False"
+    if annotation in (int, float):
+        return f"must be a single {annotation.__name__} value"
+    if _is_enum(annotation):
+        return "must be one of: " + "; ".join(str(m.value) for m in annotation)
+    if typing.get_origin(annotation) is Literal:
+        return "must exactly match (no extra characters) one of: " + "; ".join(
+            str(a) for a in typing.get_args(annotation)
+        )
+    return "must adhere to the JSON schema: " + json.dumps(json_schema_hint(annotation), ensure_ascii=False)
+
+
+def json_schema_hint(annotation: Any) -> Any:
+    """An annotation's JSON schema as prompts show it: keys sorted, `type` first, at every level."""
+    return _type_first(pydantic.TypeAdapter(annotation).json_schema())
+
+
+def _type_first(node: Any) -> Any:
+    # Models follow a schema better when each level says its type first (DSPy writes it so).
+    if isinstance(node, dict):
+        return {k: _type_first(v) for k, v in sorted(node.items(), key=lambda kv: (kv[0] != "type", kv[0]))}
+    if isinstance(node, list):
+        return [_type_first(v) for v in node]
+    return node
 
 
 # --- writing values into prompts ------------------------------------------------------------
@@ -219,26 +238,74 @@ def _validate(field: Field, value: Any) -> Any:
         raise CoercionError(field.name, value, f"{reason}{f' at {where}' if where else ''}") from None
 
 
-def _match_choice(field: Field, choices: list[Any], text: str) -> Any:
+def _match_choice(field: Field, choices: list[Any], text: str, annotation: Any) -> Any:
+    """A Literal's value or an Enum's member for reply text: by value, then (an Enum) by member name."""
     by_text = {str(c): c for c in choices}
     candidate = text.strip()
+    if candidate not in by_text:
+        wrapped = re.fullmatch(r"(?:Literal|str)\[(.*)\]", candidate, re.DOTALL)
+        if wrapped:
+            candidate = wrapped.group(1).strip()
+        candidate = _unquote(candidate)
     if candidate in by_text:
-        return by_text[candidate]
-    wrapped = re.fullmatch(r"(?:Literal|str)\[(.*)\]", candidate, re.DOTALL)
-    if wrapped:
-        candidate = wrapped.group(1).strip()
-    if len(candidate) >= 2 and candidate[0] == candidate[-1] and candidate[0] in "'\"":
-        candidate = candidate[1:-1]
-    if candidate in by_text:
-        return by_text[candidate]
+        value = by_text[candidate]
+        return annotation(value) if _is_enum(annotation) else value
+    if _is_enum(annotation):
+        # A model may answer with the member's name (`RED`) rather than its value (`red`), as
+        # DSPy also accepts: values are tried first, so a name that is another member's value
+        # still means that member.
+        member = annotation.__members__.get(candidate)
+        if member is not None:
+            return member
     raise CoercionError(field.name, text, "must be one of: " + ", ".join(str(c) for c in choices))
+
+
+def _unquote(text: str) -> str:
+    """Text without one layer of matching quotes (`"5"` -> `5`)."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1].strip()
+    return text
 
 
 def _wants_json_container(annotation: Any) -> bool:
     origin = typing.get_origin(annotation)
-    if origin in (list, dict, tuple, set) or annotation in (list, dict):
+    if origin in (list, dict, tuple, set, frozenset) or annotation in (list, dict):
+        return True
+    if typing.is_typeddict(annotation):
         return True
     return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
+
+
+_SCALARS = (int, float, bool, _dt.datetime, _dt.date)
+
+
+def _member(field: Field, annotation: Any) -> Field:
+    """A field like this one with one member of its union as the annotation."""
+    return Field(field.name, field.kind, annotation, constraints=field.constraints)
+
+
+def _coerce_union(field: Field, text: str, members: list[Any]) -> Any:
+    """A union's value from text: JSON read against the whole union, else each member in order.
+
+    `str` is one member like the others, so text that is nothing else stays text (never "").
+    """
+    body = unwrap_fence(text.strip()).strip()
+    try:
+        candidate = json.loads(body)
+    except ValueError:
+        pass
+    else:
+        try:
+            return _validate(field, candidate)
+        except CoercionError:
+            pass
+    reasons = []
+    for member in members:
+        try:
+            return coerce_text(_member(field, member), text)
+        except CoercionError as exc:
+            reasons.append(exc.reason)
+    raise CoercionError(field.name, text, f"expected {type_name(field.annotation)} ({'; '.join(reasons)})")
 
 
 def coerce_text(field: Field, text: str) -> Any:
@@ -249,37 +316,13 @@ def coerce_text(field: Field, text: str) -> Any:
         return None
     if annotation is str:
         value: Any = text
-    elif annotation is int:
-        if not _INT.fullmatch(stripped):
-            raise CoercionError(field.name, text, "expected an integer")
-        value = int(stripped)
-    elif annotation is float:
-        try:
-            value = float(stripped)
-        except ValueError:
-            raise CoercionError(field.name, text, "expected a number") from None
-    elif annotation is bool:
-        lowered = stripped.lower()
-        if lowered in _TRUE:
-            value = True
-        elif lowered in _FALSE:
-            value = False
-        else:
-            raise CoercionError(field.name, text, "expected true or false")
+    elif typing.get_origin(annotation) in (Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not _NONE]
+        return _coerce_union(field, text, members)
     elif (choices := _choices(annotation)) is not None:
-        value = _match_choice(field, choices, stripped)
-        if _is_enum(annotation):
-            value = annotation(value)
-    elif annotation is _dt.datetime:
-        try:
-            value = _dt.datetime.fromisoformat(stripped)
-        except ValueError:
-            raise CoercionError(field.name, text, "expected an ISO 8601 date and time") from None
-    elif annotation is _dt.date:
-        try:
-            value = _dt.date.fromisoformat(stripped)
-        except ValueError:
-            raise CoercionError(field.name, text, "expected an ISO 8601 date") from None
+        value = _match_choice(field, choices, stripped, annotation)
+    elif annotation in _SCALARS:
+        value = _scalar(field, annotation, _unquote(stripped), text)
     else:
         body = unwrap_fence(stripped).strip()
         if _wants_json_container(annotation) and not body.startswith(("[", "{")):
@@ -297,6 +340,35 @@ def coerce_text(field: Field, text: str) -> Any:
     return value
 
 
+def _scalar(field: Field, annotation: Any, stripped: str, text: str) -> Any:
+    """An int, float, bool, datetime or date from its text (one layer of quotes already taken off)."""
+    if annotation is int:
+        if not _INT.fullmatch(stripped):
+            raise CoercionError(field.name, text, "expected an integer")
+        return int(stripped)
+    if annotation is float:
+        try:
+            return float(stripped)
+        except ValueError:
+            raise CoercionError(field.name, text, "expected a number") from None
+    if annotation is bool:
+        lowered = stripped.lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise CoercionError(field.name, text, "expected true or false")
+    if annotation is _dt.datetime:
+        try:
+            return _dt.datetime.fromisoformat(stripped)
+        except ValueError:
+            raise CoercionError(field.name, text, "expected an ISO 8601 date and time") from None
+    try:
+        return _dt.date.fromisoformat(stripped)
+    except ValueError:
+        raise CoercionError(field.name, text, "expected an ISO 8601 date") from None
+
+
 def coerce_value(field: Field, value: Any) -> Any:
     """Coerce a value given directly (a JSON member, a scripted field) into the field's type."""
     annotation = field.base_annotation
@@ -307,6 +379,12 @@ def coerce_value(field: Field, value: Any) -> Any:
     if isinstance(value, str):
         if annotation is str:
             return _validate(field, value) if field.constraints else value
+        if typing.get_origin(annotation) in (Union, types.UnionType):
+            # A JSON string is already a value: `"false"` in `int | Literal["false"]` is the Literal.
+            try:
+                return _validate(field, value)
+            except CoercionError:
+                pass
         return coerce_text(field, value)
     if annotation is str:
         return dump_json(value) if isinstance(value, dict | list) else render_value(value)

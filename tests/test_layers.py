@@ -27,6 +27,7 @@ LAYERS = [
     "imp.adapters._fields",
     "imp.adapters.base",
     "imp.adapters.json",
+    "imp.adapters._xml_values",
     "imp.adapters.chat",
     "imp.adapters.xml",
     "imp.adapters._names",

@@ -9,20 +9,22 @@ from imp.values import type_name, value_note
 
 __all__ = ["field_descriptions", "placeholder"]
 
-_CONSTRAINT_WORDS = (
-    ("gt", "greater than"),
-    ("ge", "greater than or equal to"),
-    ("lt", "less than"),
-    ("le", "less than or equal to"),
-    ("min_length", "minimum length"),
-    ("max_length", "maximum length"),
-    ("multiple_of", "a multiple of"),
-    ("pattern", "matching the pattern"),
-)
+# DSPy's phrases, in the order the field declares its constraints; DSPy does not show a
+# pattern, and imp does (nothing declared is hidden from the model).
+_CONSTRAINT_WORDS = {
+    "gt": "greater than",
+    "ge": "greater than or equal to",
+    "lt": "less than",
+    "le": "less than or equal to",
+    "min_length": "minimum length",
+    "max_length": "maximum length",
+    "multiple_of": "a multiple of the given number",
+    "pattern": "matching the pattern",
+}
 
 
 def _constraint_text(field: Field) -> str:
-    words = [f"{phrase}: {field.constraints[key]}" for key, phrase in _CONSTRAINT_WORDS if key in field.constraints]
+    words = [f"{_CONSTRAINT_WORDS[key]}: {value}" for key, value in field.constraints.items()]
     return "\nConstraints: " + ", ".join(words) if words else ""
 
 
