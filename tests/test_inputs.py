@@ -236,6 +236,12 @@ def test_demos_that_are_not_a_list_of_mappings_are_refused(build: Any, demos: An
         build("question -> answer", demos=demos)
 
 
+@pytest.mark.parametrize("adapter", [imp.ChatAdapter(), imp.JSONAdapter(), imp.XMLAdapter()])
+def test_an_adapter_refuses_demos_given_as_a_string(adapter: imp.Adapter) -> None:
+    with pytest.raises(TypeError, match="demos"):
+        adapter.format(imp.signature("q -> a"), {"q": "x"}, demos="q: 1, a: 2")
+
+
 def test_demos_take_mappings_and_examples() -> None:
     example = imp.Example(question="1+1", answer="2").with_inputs("question")
     program = imp.predict("question -> answer", demos=[{"question": "2+2", "answer": "4"}, example])

@@ -93,6 +93,8 @@ class FormatOptions:
         if not known:
             return _DEFAULT_OPTIONS
         if "demos" in known:
+            if isinstance(known["demos"], str | bytes | Mapping):
+                raise TypeError(f"demos is a list of mappings of fields, got {type(known['demos']).__name__}")
             known["demos"] = tuple(known["demos"] or ())
         if "agent_line" in known and known["agent_line"] is not None and not isinstance(known["agent_line"], str):
             raise TypeError("agent_line is a string, or None to leave the line out")

@@ -125,7 +125,7 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
                 continue
             if not f.has_default:
                 raise InvalidInputError(
-                    name, "is required, and None is not a value for it (leave it out only when it has a default)"
+                    name, "is required and was given None; give it a value, or declare it optional or with a default"
                 )
             values[name] = f.default
         else:
