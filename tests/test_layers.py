@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pathlib
+from typing import Any
 
 import pytest
 
@@ -96,3 +97,28 @@ def test_the_history_type_is_recognised_without_importing_it() -> None:
     annotation = importlib.import_module("imp._annotation")
     assert annotation.is_history(history) and annotation.history_type() is history
     assert not annotation.is_history(list) and not annotation.is_history("History")
+
+
+def test_caches_live_where_their_owner_declares_them() -> None:
+    import imp
+
+    class Terse(imp.ChatAdapter):
+        def default_system(self, signature: imp.Signature, options: Any) -> str:
+            return "Be terse."
+
+    sig = imp.signature("question -> answer: int")
+    chat, terse = imp.ChatAdapter(), Terse()
+    first = chat.format(sig, {"question": "q"})[0]["content"]
+    assert terse.format(sig, {"question": "q"})[0]["content"] == "Be terse."  # its own entry, not Chat's
+    assert chat.format(sig, {"question": "q"})[0]["content"] == first
+    assert set(sig.derived) == {imp.ChatAdapter, Terse}
+    # A copy with other instructions starts empty and says the new instructions.
+    other = sig.with_instructions("Count.")
+    assert other.derived == {} and "Count." in chat.format(other, {"question": "q"})[0]["content"]
+    # Nothing is written into another object's __dict__ any more.
+    for field in sig.fields.values():
+        assert not [k for k in vars(field) if k.startswith("_imp")]
+    assert not [k for k in vars(sig) if k.startswith("_imp")]
+    # Copies of a field share one validator per annotation and constraints.
+    answer = sig.outputs["answer"]
+    assert answer.replace(desc="x").type_adapter is answer.type_adapter
