@@ -12,6 +12,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, Union
 
+from imp._annotation import history_type
 from imp.errors import SignatureError
 
 __all__ = ["parse_type", "type_to_text"]
@@ -98,9 +99,10 @@ class _Parser:
         if name in self.names and not has_args:
             return self.names[name]
         if name == "History":
-            from imp.history import History
-
-            return History
+            history = history_type()
+            if history is None:
+                raise self.error("the `History` type is defined in `imp.history`; import imp first", start)
+            return history
         if not has_args:
             if name in _SIMPLE:
                 return _SIMPLE[name]

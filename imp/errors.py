@@ -12,6 +12,7 @@ __all__ = [
     "AdapterParseError",
     "DeadlineExceeded",
     "ImpError",
+    "InvalidInputError",
     "LMError",
     "MissingInputError",
     "ReActStepError",
@@ -116,3 +117,15 @@ class ReActStepError(ImpError):
         self.history = history
         self.cause = cause
         super().__init__(message)
+
+
+class InvalidInputError(ImpError, ValueError):
+    """An input value that does not fit its field (None for a required one, a wrong type, a broken
+    constraint); raised before any LM call. The message names the field and the value's type, never
+    the value itself (it may be a secret)."""
+
+    def __init__(self, field: str, reason: str, *, value: Any = None) -> None:
+        self.field = field
+        self.reason = reason
+        self.value = value
+        super().__init__(f"input field `{field}`: {reason}")

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
+from imp._annotation import HistoryType
 from imp._redact import redact
 from imp.records import Step, ToolCall, ToolOutcome, ToolResult
+from imp.values import render_value
 
 __all__ = ["History", "Step", "ToolCall", "ToolOutcome", "ToolResult", "format_tool_result"]
 
@@ -17,8 +19,6 @@ def format_tool_result(result: ToolResult) -> str:
         return f"Error: {result.error}"
     if result.outcome != "result":
         return f"Error: {result.name} did not return a result ({result.outcome})."
-    from imp.values import render_value
-
     return render_value(result.result)
 
 
@@ -26,7 +26,7 @@ Turn = Mapping[str, Any]
 """What a history accepts as a turn: a `Step`, or a mapping in a step's saved shape."""
 
 
-class History(Sequence[Step]):
+class History(Sequence[Step], HistoryType):
     """An immutable list of turns, each a `Step`: a conversation turn's fields, or a tool-loop step.
 
     A turn given as a mapping (signature-shaped fields, `user_name` / `assistant_name`, and for a

@@ -6,8 +6,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from imp.history import History, ToolCall
-from imp.lm.base import Usage
+from imp.history import History
+from imp.records import ToolCall, Usage
 
 __all__ = ["Example", "Prediction", "PredictionMetadata"]
 

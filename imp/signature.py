@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import sys
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Literal, TypedDict, Union, Unpack
+from typing import Any, Literal, TypedDict, Unpack
 
+import pydantic
+
+from imp._annotation import admits_none, base_annotation, is_history
 from imp._typeparse import parse_type, type_to_text
 from imp.errors import SignatureError
 
@@ -70,7 +74,20 @@ class Field:
     @cached_property
     def optional(self) -> bool:
         """Whether the field's type admits None."""
-        return _admits_none(self.annotation)
+        return admits_none(self.annotation)
+
+    @cached_property
+    def base_annotation(self) -> Any:
+        """The annotation without `Annotated[...]` and without the `None` of an optional."""
+        return base_annotation(self.annotation)
+
+    @cached_property
+    def type_adapter(self) -> pydantic.TypeAdapter[Any]:
+        """The pydantic validator of the annotation with the field's constraints."""
+        try:
+            return _type_adapter(self.annotation, tuple(sorted(self.constraints.items())))
+        except TypeError:  # an unhashable annotation or constraint: this field's own validator
+            return _make_type_adapter(self.annotation, tuple(self.constraints.items()))
 
     @property
     def has_default(self) -> bool:
@@ -134,17 +151,15 @@ class Field:
         return f"Field({self.name!r}, {self.kind}, {type_to_text(self.annotation)})"
 
 
-def _admits_none(annotation: Any) -> bool:
-    if annotation is type(None) or annotation is Any:
-        return annotation is type(None)
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _admits_none(typing.get_args(annotation)[0])
-    if origin in (Union, types.UnionType):
-        return any(a is type(None) for a in typing.get_args(annotation))
-    if origin is Literal:
-        return None in typing.get_args(annotation)
-    return False
+def _make_type_adapter(annotation: Any, constraints: tuple[tuple[str, Any], ...]) -> pydantic.TypeAdapter[Any]:
+    if constraints:
+        annotation = typing.Annotated[annotation, pydantic.Field(**dict(constraints))]
+    return pydantic.TypeAdapter(annotation)
+
+
+# Building a validator costs tens of microseconds; fields copied by `replace()` (a loop's
+# per-turn signature) share one per annotation and constraints instead of building their own.
+_type_adapter = functools.lru_cache(maxsize=1024)(_make_type_adapter)
 
 
 @dataclass(frozen=True)
@@ -202,13 +217,19 @@ class _SignatureMeta(type):
 class Signature(metaclass=_SignatureMeta):
     """An immutable task declaration: ordered inputs and outputs, instructions and metadata."""
 
-    __slots__ = ("__dict__", "_frozen", "inputs", "instructions", "metadata", "name", "outputs")
+    __slots__ = ("__dict__", "derived", "inputs", "instructions", "metadata", "name", "outputs")
 
     inputs: Mapping[str, Field]
     outputs: Mapping[str, Field]
     instructions: str
     metadata: Mapping[str, Any]
     name: str
+    derived: dict[Hashable, Any]
+    """Values worked out from this signature alone (an adapter's system message), kept with it.
+
+    Only caches belong here, keyed by who derives them (an adapter class), so dialects never
+    collide; a signature made by `with_instructions()` and the like starts empty.
+    """
 
     def __init__(
         self,
@@ -228,7 +249,7 @@ class Signature(metaclass=_SignatureMeta):
         object.__setattr__(self, "instructions", text)
         object.__setattr__(self, "metadata", MappingProxyType(dict(metadata or {})))
         object.__setattr__(self, "name", name)
-        object.__setattr__(self, "_frozen", True)
+        object.__setattr__(self, "derived", {})
 
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError(f"a Signature is immutable; use with_instructions(), prepend_output() ... ({key})")
@@ -280,18 +301,27 @@ class Signature(metaclass=_SignatureMeta):
     @cached_property
     def history_field(self) -> str | None:
         """The name of the input annotated `imp.History`, if any."""
-        from imp.history import History
-
         for f in self.inputs.values():
-            if f.annotation is History:
+            if is_history(f.annotation):
                 return f.name
         return None
 
+    @cached_property
+    def output_model(self) -> type[pydantic.BaseModel]:
+        """A pydantic model of the outputs (for their JSON schema)."""
+        definitions: dict[str, Any] = {}
+        for f in self.outputs.values():
+            info = pydantic.Field(
+                default=f.default if f.has_default else (None if f.optional else ...),
+                description=f.desc or None,
+                **dict(f.constraints),
+            )
+            definitions[f.name] = (f.annotation, info)
+        return pydantic.create_model("Outputs", **definitions)
+
     def json_schema(self) -> dict[str, Any]:
         """The JSON schema of the outputs, as one object."""
-        from imp.values import output_model
-
-        schema = output_model(self).model_json_schema()
+        schema = self.output_model.model_json_schema()
         schema["additionalProperties"] = False
         return schema
 
@@ -350,16 +380,20 @@ class Signature(metaclass=_SignatureMeta):
             hints = typing.get_type_hints(holder, globalns=vars(module) if module else None, include_extras=True)
         except NameError as exc:
             raise SignatureError(f"signature class {name}: cannot resolve annotation ({exc})") from None
-        inputs: list[Field] = []
-        outputs: list[Field] = []
-        for field_name, annotation in hints.items():
-            spec = ns.get(field_name)
-            if not isinstance(spec, _FieldSpec):
+        for field_name in hints:
+            if not isinstance(ns.get(field_name), _FieldSpec):
                 raise SignatureError(
                     f"signature class {name}: field `{field_name}` needs `= imp.InputField()` or `= imp.OutputField()`"
                 )
-            made = Field(field_name, spec.kind, annotation, spec.desc, spec.default, spec.constraints)
-            (inputs if spec.kind == "input" else outputs).append(made)
+        inputs: list[Field] = []
+        outputs: list[Field] = []
+        # In the order the class declares them; a field without an annotation is a string field,
+        # as in DSPy: nothing declared is dropped.
+        for field_name, spec in ns.items():
+            if isinstance(spec, _FieldSpec):
+                annotation = hints.get(field_name, str)
+                made = Field(field_name, spec.kind, annotation, spec.desc, spec.default, spec.constraints)
+                (inputs if spec.kind == "input" else outputs).append(made)
         doc = ns.get("__doc__")
         return Signature(inputs, outputs, doc, name=name)
 

@@ -14,28 +14,34 @@ from typing import Any, Literal, Union
 import pydantic
 from pydantic_core import to_jsonable_python
 
+from imp._annotation import NONE as _NONE
+from imp._annotation import base_annotation, is_history
+from imp._annotation import choices as _choices
+from imp._annotation import is_enum as _is_enum
 from imp._json import loads as load_json
 from imp._json import loads_object as load_json_object
 from imp._json import unwrap_fence
-from imp.signature import Field, Signature
+from imp._typeparse import type_to_text
+from imp.errors import InvalidInputError
+from imp.signature import Field
 
 __all__ = [
     "CoercionError",
     "base_annotation",
+    "check_input",
     "coerce_text",
     "coerce_value",
     "dump_json",
     "format_requirement",
+    "json_schema_hint",
     "load_json",
     "load_json_object",
-    "output_model",
     "render_value",
     "type_name",
     "unwrap_fence",
     "value_note",
 ]
 
-_NONE = type(None)
 _INT = re.compile(r"[+-]?\d+")
 _TRUE = frozenset({"true", "yes", "1"})
 _FALSE = frozenset({"false", "no", "0"})
@@ -52,30 +58,7 @@ class CoercionError(ValueError):
         super().__init__(f"field `{field}`: {reason} (got {shown!r})")
 
 
-# --- annotations --------------------------------------------------------------------------
-
-
-def base_annotation(annotation: Any) -> Any:
-    """The annotation without `Annotated[...]` and without `None` in an optional union."""
-    while typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    if typing.get_origin(annotation) in (Union, types.UnionType):
-        members = [a for a in typing.get_args(annotation) if a is not _NONE]
-        if len(members) == 1:
-            return base_annotation(members[0])
-    return annotation
-
-
-def _is_enum(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, enum.Enum)
-
-
-def _choices(annotation: Any) -> list[Any] | None:
-    if typing.get_origin(annotation) is Literal:
-        return [a for a in typing.get_args(annotation) if a is not None]
-    if _is_enum(annotation):
-        return [m.value for m in annotation]
-    return None
+# --- annotations in plain words ------------------------------------------------------------
 
 
 _PLAIN = {
@@ -104,9 +87,7 @@ _PLURAL = {
 
 def type_name(annotation: Any) -> str:
     """The type in plain words, as prompts show it: `string`, `list of strings`, `one of: a, b`."""
-    from imp.history import History
-
-    if annotation is History:
+    if is_history(annotation):
         return "conversation history"
     raw = annotation
     annotation = base_annotation(annotation)
@@ -157,23 +138,41 @@ def format_requirement(field: Field) -> str:
 
 
 def value_note(field: Field) -> str:
-    """The `# note: the value you produce ...` hint shown beside an output's placeholder ("" for text)."""
-    annotation = base_annotation(field.annotation)
+    """The `# note: the value you produce ...` hint beside an output's placeholder ("" for text), in DSPy's words.
+
+    As DSPy does, the hint follows the declared annotation (only `Annotated[...]` is looked
+    through): `int | None` is described by its JSON schema, `int` as "a single int value".
+    """
+    annotation = field.annotation
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
     if field.kind == "input" or annotation is str:
         return ""
-    choices = _choices(annotation)
-    if choices is not None:
-        return "must exactly match (no extra characters) one of: " + "; ".join(str(c) for c in choices)
     if annotation is bool:
-        return "must be true or false"
-    if annotation is int:
-        return "must be a single integer"
-    if annotation is float:
-        return "must be a single number"
-    if annotation is _dt.datetime:
-        return "must be an ISO 8601 date and time"
-    schema = pydantic.TypeAdapter(annotation).json_schema()
-    return "must adhere to the JSON schema: " + json.dumps(schema, ensure_ascii=False)
+        return "must be True or False"
+    if annotation in (int, float):
+        return f"must be a single {annotation.__name__} value"
+    if _is_enum(annotation):
+        return "must be one of: " + "; ".join(str(m.value) for m in annotation)
+    if typing.get_origin(annotation) is Literal:
+        return "must exactly match (no extra characters) one of: " + "; ".join(
+            str(a) for a in typing.get_args(annotation)
+        )
+    return "must adhere to the JSON schema: " + json.dumps(json_schema_hint(annotation), ensure_ascii=False)
+
+
+def json_schema_hint(annotation: Any) -> Any:
+    """An annotation's JSON schema as prompts show it: keys sorted, `type` first, at every level."""
+    return _type_first(pydantic.TypeAdapter(annotation).json_schema())
+
+
+def _type_first(node: Any) -> Any:
+    # Models follow a schema better when each level says its type first (DSPy writes it so).
+    if isinstance(node, dict):
+        return {k: _type_first(v) for k, v in sorted(node.items(), key=lambda kv: (kv[0] != "type", kv[0]))}
+    if isinstance(node, list):
+        return [_type_first(v) for v in node]
+    return node
 
 
 # --- writing values into prompts ------------------------------------------------------------
@@ -229,20 +228,9 @@ def _numbered(items: list[Any] | tuple[Any, ...]) -> str:
 Coercer = Callable[[str], Any]
 
 
-def _adapter(field: Field) -> pydantic.TypeAdapter[Any]:
-    cached = field.__dict__.get("_imp_type_adapter")
-    if cached is None:
-        annotation = field.annotation
-        if field.constraints:
-            annotation = typing.Annotated[annotation, pydantic.Field(**dict(field.constraints))]
-        cached = pydantic.TypeAdapter(annotation)
-        field.__dict__["_imp_type_adapter"] = cached
-    return cached
-
-
 def _validate(field: Field, value: Any) -> Any:
     try:
-        return _adapter(field).validate_python(value)
+        return field.type_adapter.validate_python(value)
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
@@ -250,76 +238,91 @@ def _validate(field: Field, value: Any) -> Any:
         raise CoercionError(field.name, value, f"{reason}{f' at {where}' if where else ''}") from None
 
 
-def _match_choice(field: Field, choices: list[Any], text: str) -> Any:
+def _match_choice(field: Field, choices: list[Any], text: str, annotation: Any) -> Any:
+    """A Literal's value or an Enum's member for reply text: by value, then (an Enum) by member name."""
     by_text = {str(c): c for c in choices}
     candidate = text.strip()
+    if candidate not in by_text:
+        wrapped = re.fullmatch(r"(?:Literal|str)\[(.*)\]", candidate, re.DOTALL)
+        if wrapped:
+            candidate = wrapped.group(1).strip()
+        candidate = _unquote(candidate)
     if candidate in by_text:
-        return by_text[candidate]
-    wrapped = re.fullmatch(r"(?:Literal|str)\[(.*)\]", candidate, re.DOTALL)
-    if wrapped:
-        candidate = wrapped.group(1).strip()
-    if len(candidate) >= 2 and candidate[0] == candidate[-1] and candidate[0] in "'\"":
-        candidate = candidate[1:-1]
-    if candidate in by_text:
-        return by_text[candidate]
+        value = by_text[candidate]
+        return annotation(value) if _is_enum(annotation) else value
+    if _is_enum(annotation):
+        # A model may answer with the member's name (`RED`) rather than its value (`red`), as
+        # DSPy also accepts: values are tried first, so a name that is another member's value
+        # still means that member.
+        member = annotation.__members__.get(candidate)
+        if member is not None:
+            return member
     raise CoercionError(field.name, text, "must be one of: " + ", ".join(str(c) for c in choices))
+
+
+def _unquote(text: str) -> str:
+    """Text without one layer of matching quotes (`"5"` -> `5`)."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1].strip()
+    return text
 
 
 def _wants_json_container(annotation: Any) -> bool:
     origin = typing.get_origin(annotation)
-    if origin in (list, dict, tuple, set) or annotation in (list, dict):
+    if origin in (list, dict, tuple, set, frozenset) or annotation in (list, dict):
+        return True
+    if typing.is_typeddict(annotation):
         return True
     return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
 
 
-def _base_of(field: Field) -> Any:
-    """`base_annotation` of a field's annotation, worked out once per field."""
+_SCALARS = (int, float, bool, _dt.datetime, _dt.date)
+
+
+def _member(field: Field, annotation: Any) -> Field:
+    """A field like this one with one member of its union as the annotation."""
+    return Field(field.name, field.kind, annotation, constraints=field.constraints)
+
+
+def _coerce_union(field: Field, text: str, members: list[Any]) -> Any:
+    """A union's value from text: JSON read against the whole union, else each member in order.
+
+    `str` is one member like the others, so text that is nothing else stays text (never "").
+    """
+    body = unwrap_fence(text.strip()).strip()
     try:
-        return field.__dict__["_imp_base"]
-    except KeyError:
-        base = field.__dict__["_imp_base"] = base_annotation(field.annotation)
-        return base
+        candidate = json.loads(body)
+    except ValueError:
+        pass
+    else:
+        try:
+            return _validate(field, candidate)
+        except CoercionError:
+            pass
+    reasons = []
+    for member in members:
+        try:
+            return coerce_text(_member(field, member), text)
+        except CoercionError as exc:
+            reasons.append(exc.reason)
+    raise CoercionError(field.name, text, f"expected {type_name(field.annotation)} ({'; '.join(reasons)})")
 
 
 def coerce_text(field: Field, text: str) -> Any:
     """Coerce one field's text from a reply into the field's type (raises `CoercionError`)."""
-    annotation = _base_of(field)
+    annotation = field.base_annotation
     stripped = text.strip()
     if field.optional and stripped in ("null", "None", "") and not (annotation is str and stripped == ""):
         return None
     if annotation is str:
         value: Any = text
-    elif annotation is int:
-        if not _INT.fullmatch(stripped):
-            raise CoercionError(field.name, text, "expected an integer")
-        value = int(stripped)
-    elif annotation is float:
-        try:
-            value = float(stripped)
-        except ValueError:
-            raise CoercionError(field.name, text, "expected a number") from None
-    elif annotation is bool:
-        lowered = stripped.lower()
-        if lowered in _TRUE:
-            value = True
-        elif lowered in _FALSE:
-            value = False
-        else:
-            raise CoercionError(field.name, text, "expected true or false")
+    elif typing.get_origin(annotation) in (Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not _NONE]
+        return _coerce_union(field, text, members)
     elif (choices := _choices(annotation)) is not None:
-        value = _match_choice(field, choices, stripped)
-        if _is_enum(annotation):
-            value = annotation(value)
-    elif annotation is _dt.datetime:
-        try:
-            value = _dt.datetime.fromisoformat(stripped)
-        except ValueError:
-            raise CoercionError(field.name, text, "expected an ISO 8601 date and time") from None
-    elif annotation is _dt.date:
-        try:
-            value = _dt.date.fromisoformat(stripped)
-        except ValueError:
-            raise CoercionError(field.name, text, "expected an ISO 8601 date") from None
+        value = _match_choice(field, choices, stripped, annotation)
+    elif annotation in _SCALARS:
+        value = _scalar(field, annotation, _unquote(stripped), text)
     else:
         body = unwrap_fence(stripped).strip()
         if _wants_json_container(annotation) and not body.startswith(("[", "{")):
@@ -337,9 +340,38 @@ def coerce_text(field: Field, text: str) -> Any:
     return value
 
 
+def _scalar(field: Field, annotation: Any, stripped: str, text: str) -> Any:
+    """An int, float, bool, datetime or date from its text (one layer of quotes already taken off)."""
+    if annotation is int:
+        if not _INT.fullmatch(stripped):
+            raise CoercionError(field.name, text, "expected an integer")
+        return int(stripped)
+    if annotation is float:
+        try:
+            return float(stripped)
+        except ValueError:
+            raise CoercionError(field.name, text, "expected a number") from None
+    if annotation is bool:
+        lowered = stripped.lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise CoercionError(field.name, text, "expected true or false")
+    if annotation is _dt.datetime:
+        try:
+            return _dt.datetime.fromisoformat(stripped)
+        except ValueError:
+            raise CoercionError(field.name, text, "expected an ISO 8601 date and time") from None
+    try:
+        return _dt.date.fromisoformat(stripped)
+    except ValueError:
+        raise CoercionError(field.name, text, "expected an ISO 8601 date") from None
+
+
 def coerce_value(field: Field, value: Any) -> Any:
     """Coerce a value given directly (a JSON member, a scripted field) into the field's type."""
-    annotation = _base_of(field)
+    annotation = field.base_annotation
     if value is None:
         if field.optional:
             return None
@@ -347,6 +379,12 @@ def coerce_value(field: Field, value: Any) -> Any:
     if isinstance(value, str):
         if annotation is str:
             return _validate(field, value) if field.constraints else value
+        if typing.get_origin(annotation) in (Union, types.UnionType):
+            # A JSON string is already a value: `"false"` in `int | Literal["false"]` is the Literal.
+            try:
+                return _validate(field, value)
+            except CoercionError:
+                pass
         return coerce_text(field, value)
     if annotation is str:
         return dump_json(value) if isinstance(value, dict | list) else render_value(value)
@@ -355,24 +393,45 @@ def coerce_value(field: Field, value: Any) -> Any:
     return _validate(field, value)
 
 
-def output_model(signature: Signature) -> type[pydantic.BaseModel]:
-    """A pydantic model of the outputs (for JSON schema), built once per signature."""
-    cached = signature.__dict__.get("_imp_output_model")
-    if cached is not None:
-        return typing.cast(type[pydantic.BaseModel], cached)
-    definitions: dict[str, Any] = {}
-    for f in signature.outputs.values():
-        info = pydantic.Field(
-            default=f.default if f.has_default else (None if f.optional else ...),
-            description=f.desc or None,
-            **dict(f.constraints),
+# --- checking inputs before a request -------------------------------------------------------
+
+
+def check_input(field: Field, value: Any) -> None:
+    """Refuse an input value that does not fit its field, before any request (`InvalidInputError`).
+
+    The value is checked, not changed: pydantic's lax mode decides what fits (`"5"` for an int,
+    `"2024-05-01"` for a datetime), and the prompt shows the value as given. A text field takes any
+    value (a list becomes numbered passages), and checks its constraints when given a string.
+    """
+    annotation = field.base_annotation
+    if annotation is Any or value is None:
+        return
+    if is_history(annotation):
+        if isinstance(annotation, type) and isinstance(value, annotation):
+            return
+        if isinstance(value, list | tuple) and all(isinstance(t, Mapping) for t in value):
+            return
+        raise InvalidInputError(
+            field.name, f"expected an imp.History or a list of turn mappings, got {_kind(value)}", value=value
         )
-        definitions[f.name] = (f.annotation, info)
-    model: type[pydantic.BaseModel] = pydantic.create_model("Outputs", **definitions)
-    signature.__dict__["_imp_output_model"] = model
-    return model
+    if annotation is str and not isinstance(value, str):
+        return
+    try:
+        field.type_adapter.validate_python(value)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        reason = first.get("msg", "invalid value")
+        at = f" at `{where}`" if where else ""
+        raise InvalidInputError(
+            field.name,
+            f"{reason}{at} (the field is `{type_to_text(field.annotation)}`; got {_kind(value)})",
+            value=value,
+        ) from None
 
 
-def check_mapping(fields: Mapping[str, Field], values: Mapping[str, Any]) -> dict[str, Any]:
-    """Coerce each present value of a mapping through its field (raises `CoercionError`)."""
-    return {name: coerce_value(fields[name], value) for name, value in values.items() if name in fields}
+def _kind(value: Any) -> str:
+    """A value's type for an error message: the value itself may be a secret."""
+    return (
+        "a " + type(value).__name__ if type(value).__name__[:1].lower() not in "aeiou" else "an " + type(value).__name__
+    )

@@ -53,9 +53,10 @@ def test_typed_outputs_get_notes_requirements_and_constraints() -> None:
         "{team}        # note: the value you produce must exactly match (no extra characters) one of: atlas; harbor"
         in content
     )
-    assert "{n}        # note: the value you produce must be a single integer" in content
+    # DSPy's words, and its JSON schema with `type` first at every level.
+    assert "{n}        # note: the value you produce must be a single int value" in content
     assert (
-        '{tags}        # note: the value you produce must adhere to the JSON schema: {"items": {"type": "string"}, "type": "array"}'
+        '{tags}        # note: the value you produce must adhere to the JSON schema: {"type": "array", "items": {"type": "string"}}'
         in content
     )
     assert content.endswith("your objective is: \n        Route it.\n        Carefully.")

@@ -76,7 +76,7 @@ def test_xml_layout_and_request() -> None:
     sig = _nested_sig()
     system, user = xml_adapter.format(sig, {"q": "what?"})
     assert "<q>\n{q}\n</q>" in system["content"]
-    assert "<ok>\n{ok}        # note: the value you produce must be true or false\n</ok>" in system["content"]
+    assert "<ok>\n{ok}        # note: the value you produce must be True or False\n</ok>" in system["content"]
     assert user["content"].startswith(
         "<q>\nwhat?\n</q>\n\nRespond with the corresponding output fields wrapped in XML tags `<answer>`, then `<items>`, then `<ok>`."
     )

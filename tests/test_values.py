@@ -58,11 +58,16 @@ def test_literal_accepts_one_layer_of_quotes_and_a_literal_wrapper() -> None:
         coerce_text(team, "''atlas''")
 
 
-def test_enum_classes_by_value() -> None:
+def test_enum_classes_by_value_then_by_member_name() -> None:
     assert coerce_text(out(Color), "red") is Color.RED
     assert coerce_text(out(Color), "'blue'") is Color.BLUE
+    # A member's name is read as that member (as DSPy reads it); anything else is refused.
+    assert coerce_text(out(Color), "RED") is Color.RED
+    assert coerce_text(out(Color), '"BLUE"') is Color.BLUE
     with pytest.raises(CoercionError):
-        coerce_text(out(Color), "RED")
+        coerce_text(out(Color), "Red")
+    with pytest.raises(CoercionError):
+        coerce_text(out(Color), "GREEN")
 
 
 def test_lists_and_objects_through_json_repair() -> None:

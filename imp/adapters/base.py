@@ -6,25 +6,25 @@ import abc
 import inspect
 import json
 import re
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from imp.errors import AdapterParseError
-from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
-from imp.lm.base import Message
+from imp.history import History, format_tool_result
 from imp.prediction import Prediction
+from imp.records import Message, Step, ToolCall, ToolResult
 from imp.signature import Field, Signature
 from imp.values import CoercionError, coerce_text, coerce_value, load_json_object, render_value
-
-if TYPE_CHECKING:
-    from imp.lm.base import LM
 
 __all__ = [
     "FORMAT_OPTIONS",
     "Adapter",
     "FormatOptions",
     "Guidance",
+    "LMCapabilitiesLike",
+    "LMLike",
     "message_name",
 ]
 
@@ -77,6 +77,20 @@ class Guidance(TypedDict, total=False):
     tool_listing: str
 
 
+class LMCapabilitiesLike(Protocol):
+    """What an adapter reads of an LM's capabilities: how much structured output it takes."""
+
+    @property
+    def response_format(self) -> str: ...
+
+
+class LMLike(Protocol):
+    """What an adapter reads of an LM (adapters sit below the models and never import them)."""
+
+    @property
+    def capabilities(self) -> LMCapabilitiesLike: ...
+
+
 @dataclass(frozen=True, slots=True)
 class FormatOptions:
     """The format options of seed 000, read once from a mapping (unknown keys ignored)."""
@@ -103,6 +117,8 @@ class FormatOptions:
         if not known:
             return _DEFAULT_OPTIONS
         if "demos" in known:
+            if isinstance(known["demos"], str | bytes | Mapping):
+                raise TypeError(f"demos is a list of mappings of fields, got {type(known['demos']).__name__}")
             known["demos"] = tuple(known["demos"] or ())
         if "agent_line" in known and known["agent_line"] is not None and not isinstance(known["agent_line"], str):
             raise TypeError("agent_line is a string, or None to leave the line out")
@@ -181,7 +197,7 @@ class Adapter(abc.ABC):
         """The adapter asked once more when this one cannot parse a reply (None: no fallback)."""
         return None
 
-    def request_options(self, signature: Signature, lm: LM | None) -> dict[str, Any]:
+    def request_options(self, signature: Signature, lm: LMLike | None) -> dict[str, Any]:
         """Request options this dialect adds for an LM (structured output); none by default."""
         return {}
 
@@ -469,8 +485,6 @@ def openai_tool_call(call: ToolCall) -> dict[str, Any]:
 
 def objective(instructions: str) -> str:
     """DSPy's objective line: the instructions dedented, each line on its own indented line."""
-    import textwrap
-
     lines = textwrap.dedent(instructions).splitlines()
     return "In adhering to this structure, your objective is: " + ("\n" + " " * 8).join(["", *lines])
 

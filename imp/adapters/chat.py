@@ -4,49 +4,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
-from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, guidance_lines, objective
+from imp.adapters._fields import field_descriptions, placeholder
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, guidance_lines, objective
+from imp.adapters.json import JSONAdapter
 from imp.signature import Field, Signature
-from imp.values import format_requirement, render_value, type_name, value_note
+from imp.values import format_requirement, render_value
 
 __all__ = ["ChatAdapter", "field_descriptions", "split_sections"]
 
-_CONSTRAINT_WORDS = (
-    ("gt", "greater than"),
-    ("ge", "greater than or equal to"),
-    ("lt", "less than"),
-    ("le", "less than or equal to"),
-    ("min_length", "minimum length"),
-    ("max_length", "maximum length"),
-    ("multiple_of", "a multiple of"),
-    ("pattern", "matching the pattern"),
-)
 _STRUCTURE_LEAD = "All interactions will be structured in the following way, with the appropriate values filled in."
 _INPUTS_LEAD = "Inputs will be structured in the following way, with the appropriate values filled in."
 
 
-def _constraint_text(field: Field) -> str:
-    words = [f"{phrase}: {field.constraints[key]}" for key, phrase in _CONSTRAINT_WORDS if key in field.constraints]
-    return "\nConstraints: " + ", ".join(words) if words else ""
-
-
-def field_descriptions(fields: Mapping[str, Field]) -> str:
-    """`1. \\`name\\` (type): description` lines, numbered."""
-    lines = [
-        f"{i}. `{name}` ({type_name(f.annotation)}): {f.desc}{_constraint_text(f)}"
-        for i, (name, f) in enumerate(fields.items(), start=1)
-    ]
-    return "\n".join(lines).strip()
-
-
-def _placeholder(field: Field) -> str:
-    note = value_note(field)
-    return f"{{{field.name}}}" + (" " * 8 + f"# note: the value you produce {note}" if note else "")
-
-
 def _sections_text(fields: Mapping[str, Field]) -> str:
-    return "\n\n".join(f"[[ ## {name} ## ]]\n{_placeholder(f)}" for name, f in fields.items())
+    return "\n\n".join(f"[[ ## {name} ## ]]\n{placeholder(f)}" for name, f in fields.items())
 
 
 _SECTION_LINE = re.compile(r"^[^\S\n]*\[\[ ## (\w+) ## \]\]([^\n]*)$", re.MULTILINE)
@@ -74,7 +47,6 @@ class ChatAdapter(Adapter):
     """The default dialect: `[[ ## field ## ]]` sections, ending with `[[ ## completed ## ]]`."""
 
     name = "ChatAdapter"
-    _cache_keys: ClassVar[tuple[str, str]]
 
     def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
         guidance = options.get("guidance")
@@ -100,18 +72,9 @@ class ChatAdapter(Adapter):
         ).strip()
         return f"{description}\n{structure}\n{objective(instructions)}"
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._cache_keys = _cache_keys(cls)
-
-    def system_text(self, signature: Signature, opts: Any) -> str:
+    def system_text(self, signature: Signature, opts: FormatOptions) -> str:
         if opts.system_renderer is None and opts.guidance is None and opts.agent_line == DEFAULT_AGENT_LINE:
-            key = self._cache_keys[0]
-            cached = signature.__dict__.get(key)
-            if cached is None:
-                cached = self.default_system(signature, {})
-                signature.__dict__[key] = cached
-            return str(cached)
+            return self._texts(signature)[0]
         return super().system_text(signature, opts)
 
     def input_section(self, field: Field, formatted_value: str) -> str:
@@ -125,22 +88,27 @@ class ChatAdapter(Adapter):
         return "\n\n".join(sections).strip() + "\n\n[[ ## completed ## ]]\n"
 
     def response_instruction(self, signature: Signature) -> str | None:
-        key = self._cache_keys[1]
-        cached = signature.__dict__.get(key)
-        if cached is None:
-            parts = []
-            for name, f in signature.outputs.items():
-                requirement = format_requirement(f)
-                parts.append(
-                    f"`[[ ## {name} ## ]]`" + (f" (must be formatted as {requirement})" if requirement else "")
-                )
-            cached = (
-                "Respond with the corresponding output fields, starting with the field "
-                + ", then ".join(parts)
-                + ", and then ending with the marker for `[[ ## completed ## ]]`."
-            )
-            signature.__dict__[key] = cached
-        return str(cached)
+        return self._texts(signature)[1]
+
+    def _texts(self, signature: Signature) -> tuple[str, str]:
+        """The default system message and the response instruction: they depend on the signature
+        alone, so each signature keeps them (one dict lookup on every request after the first)."""
+        texts: tuple[str, str] | None = signature.derived.get(type(self))
+        if texts is None:
+            texts = (self.default_system(signature, {}), self._response_instruction(signature))
+            signature.derived[type(self)] = texts
+        return texts
+
+    def _response_instruction(self, signature: Signature) -> str:
+        parts = []
+        for name, f in signature.outputs.items():
+            requirement = format_requirement(f)
+            parts.append(f"`[[ ## {name} ## ]]`" + (f" (must be formatted as {requirement})" if requirement else ""))
+        return (
+            "Respond with the corresponding output fields, starting with the field "
+            + ", then ".join(parts)
+            + ", and then ending with the marker for `[[ ## completed ## ]]`."
+        )
 
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
         plain = self.text_field_reply(signature, text)
@@ -154,15 +122,4 @@ class ChatAdapter(Adapter):
 
     @property
     def fallback(self) -> Adapter | None:
-        from imp.adapters.json import JSONAdapter
-
         return JSONAdapter()
-
-
-def _cache_keys(cls: type[ChatAdapter]) -> tuple[str, str]:
-    """The keys under which a signature keeps this adapter class's system text and instruction."""
-    where = f"{cls.__module__}.{cls.__qualname__}"
-    return f"_imp_system:{where}", f"_imp_instruction:{where}"
-
-
-ChatAdapter._cache_keys = _cache_keys(ChatAdapter)

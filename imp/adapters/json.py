@@ -5,16 +5,15 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, guidance_lines, objective
-from imp.adapters.chat import field_descriptions
+from pydantic_core import to_jsonable_python
+
+from imp.adapters._fields import field_descriptions, placeholder
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, LMLike, guidance_lines, objective
 from imp.errors import AdapterParseError
 from imp.signature import Field, Signature
-from imp.values import coerce_value, format_requirement, load_json_object, unwrap_fence, value_note
-
-if TYPE_CHECKING:
-    from imp.lm.base import LM
+from imp.values import coerce_value, format_requirement, load_json_object, unwrap_fence
 
 __all__ = ["JSONAdapter", "find_json_object", "strict_output_schema"]
 
@@ -80,7 +79,7 @@ class JSONAdapter(Adapter):
             [signature.instructions, *guidance_lines(signature, options.get("guidance"), agent_line)]
         )
         inputs = "\n\n".join(f"[[ ## {n} ## ]]\n{{{n}}}" for n in signature.inputs)
-        outputs = json.dumps({n: _placeholder(f) for n, f in signature.outputs.items()}, indent=2, ensure_ascii=False)
+        outputs = json.dumps({n: placeholder(f) for n, f in signature.outputs.items()}, indent=2, ensure_ascii=False)
         parts = [
             "All interactions will be structured in the following way, with the appropriate values filled in.",
             "Inputs will have the following structure:",
@@ -99,8 +98,6 @@ class JSONAdapter(Adapter):
         return f"[[ ## {field.name} ## ]]\n{formatted_value}"
 
     def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
-        from pydantic_core import to_jsonable_python
-
         body = {n: to_jsonable_python(outputs[n]) if n in outputs else missing_message for n in signature.outputs}
         return json.dumps(body, indent=2, ensure_ascii=False)
 
@@ -111,7 +108,7 @@ class JSONAdapter(Adapter):
             parts.append(f"`{name}`" + (f" (must be formatted as {requirement})" if requirement else ""))
         return "Respond with a JSON object in the following order of fields: " + ", then ".join(parts) + "."
 
-    def request_options(self, signature: Signature, lm: LM | None) -> dict[str, Any]:
+    def request_options(self, signature: Signature, lm: LMLike | None) -> dict[str, Any]:
         support = lm.capabilities.response_format if lm is not None else "none"
         if support == "json_schema":
             schema = strict_output_schema(signature)
@@ -144,8 +141,3 @@ class JSONAdapter(Adapter):
                 raise AdapterParseError(_NOT_AN_OBJECT, adapter=self.name, completion=text) from None
         present = {k: v for k, v in values.items() if k in signature.outputs}
         return self.complete(signature, present, completion=text, coerce=coerce_value)
-
-
-def _placeholder(field: Field) -> str:
-    note = value_note(field)
-    return f"{{{field.name}}}" + (" " * 8 + f"# note: the value you produce {note}" if note else "")

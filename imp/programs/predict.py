@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import time
+import typing
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from imp.adapters._names import as_adapter
 from imp.adapters.base import Adapter, FormatOptions
 from imp.adapters.chat import ChatAdapter
-from imp.errors import AdapterParseError, ImpError, LMError, MissingInputError
+from imp.errors import AdapterParseError, ImpError, InvalidInputError, LMError, MissingInputError
 from imp.lm.base import LM, LMResponse, Message
-from imp.prediction import Prediction, PredictionMetadata
+from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs.base import Program
 from imp.runtime.run import current_run
 from imp.runtime.trace import record_exchange
 from imp.runtime.usage import record_unrecorded, track_usage, usage_mark
 from imp.settings import settings
 from imp.signature import Signature, SignatureLike, as_signature
+from imp.values import check_input
 
 __all__ = ["ChainOfThought", "Predict", "chain_of_thought", "predict", "resolve_lm"]
 
@@ -41,6 +44,48 @@ def check_options(kind: str, options: Mapping[str, Any], known: frozenset[str]) 
     raise TypeError(f"{kind} got unknown option(s) {unknown}{hint}; known: {sorted(known)}")
 
 
+_NUMBER_OPTIONS = frozenset({"timeout", "temperature", "top_p"})
+_COUNT_OPTIONS = frozenset({"max_tokens", "n", "seed"})
+
+
+def check_config(config: Any, *, option: str = "config") -> Mapping[str, Any]:
+    """Refuse request options of the wrong kind when the program is built (`timeout="10"`)."""
+    if not isinstance(config, Mapping):
+        raise TypeError(f"{option} must be a mapping of request options, got {type(config).__name__}")
+    for key, value in config.items():
+        if value is None:
+            continue
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        if key in _NUMBER_OPTIONS and (not is_number or (key == "timeout" and value <= 0)):
+            need = "a positive number of seconds" if key == "timeout" else "a number"
+            raise TypeError(f"{option}[{key!r}] must be {need}, got {value!r}")
+        if key in _COUNT_OPTIONS and (not isinstance(value, int) or isinstance(value, bool)):
+            raise TypeError(f"{option}[{key!r}] must be an integer, got {value!r}")
+    return config
+
+
+def check_lm(lm: Any) -> LM | None:
+    """Refuse an `lm=` that is not an LM client (a model string names one through `imp.lm`)."""
+    if lm is None or isinstance(lm, LM):
+        return lm
+    if isinstance(lm, str):
+        raise TypeError(f"lm= takes an LM client, not a model name: write lm=imp.lm({lm!r})")
+    if not callable(getattr(lm, "request", None)):
+        raise TypeError(f"lm= takes an LM client such as imp.lm('openai:gpt-4o'), got {type(lm).__name__}")
+    return typing.cast(LM, lm)
+
+
+def check_demos(demos: Any) -> tuple[Mapping[str, Any], ...]:
+    """Demos as a tuple, each a mapping of fields (or an `imp.Example`); a string is refused."""
+    if isinstance(demos, str | bytes | Mapping) or not isinstance(demos, Iterable):
+        raise TypeError(f"demos is a list of mappings of fields, got {type(demos).__name__}")
+    out = tuple(demos)
+    for i, demo in enumerate(out):
+        if not isinstance(demo, Mapping | Example | Prediction):
+            raise TypeError(f"demos[{i}] is a mapping of fields (or an imp.Example), got {type(demo).__name__}")
+    return out
+
+
 def resolve_lm(lm: LM | None) -> LM:
     """The program's LM, else the one in `imp.context` / `imp.configure`."""
     chosen = lm if lm is not None else settings().lm
@@ -50,24 +95,41 @@ def resolve_lm(lm: LM | None) -> LM:
 
 
 def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """Fill input defaults, warn about unknown inputs, refuse missing required ones (before any LM call)."""
+    """Fill input defaults, warn about unknown inputs, refuse missing or ill-fitting ones (before any LM call).
+
+    A required input (no default, None not allowed) given None is refused: a JSON body's `null`
+    is not an answer to it. An input with a default given None takes its default.
+    """
     values = dict(inputs)
-    if values.keys() == signature.inputs.keys():  # the usual call: every input, nothing else
-        return values
-    unknown = [k for k in values if k not in signature.inputs and k not in _METADATA_INPUTS]
-    if unknown and settings().warn_on_unknown_inputs:
-        warnings.warn(
-            f"inputs not in the signature are ignored: {', '.join(sorted(unknown))}", UserWarning, stacklevel=4
-        )
-    missing: list[str] = []
+    if values.keys() != signature.inputs.keys():  # the usual call has every input and nothing else
+        unknown = [k for k in values if k not in signature.inputs and k not in _METADATA_INPUTS]
+        if unknown and settings().warn_on_unknown_inputs:
+            warnings.warn(
+                f"inputs not in the signature are ignored: {', '.join(sorted(unknown))}", UserWarning, stacklevel=4
+            )
+        missing: list[str] = []
+        for name, f in signature.inputs.items():
+            if name not in values:
+                if f.has_default:
+                    values[name] = f.default
+                elif not f.optional:
+                    missing.append(name)
+        if missing:
+            raise MissingInputError(missing)
     for name, f in signature.inputs.items():
-        if name not in values:
-            if f.has_default:
-                values[name] = f.default
-            elif not f.optional:
-                missing.append(name)
-    if missing:
-        raise MissingInputError(missing)
+        value = values.get(name)
+        if value.__class__ is str and f.is_plain_text:
+            continue  # the common case costs one check
+        if value is None:
+            if name not in values or f.optional:
+                continue
+            if not f.has_default:
+                raise InvalidInputError(
+                    name, "is required and was given None; give it a value, or declare it optional or with a default"
+                )
+            values[name] = f.default
+        else:
+            check_input(f, value)
     return values
 
 
@@ -139,12 +201,21 @@ class Predict(Program):
     adapter_opts: Mapping[str, Any] = field(default_factory=dict)
     json_fallback: bool = True
 
+    _format_options: FormatOptions = field(init=False, repr=False, compare=False)
+    """The adapter options and demos, read once when the program is built."""
+
     def __post_init__(self) -> None:
+        given: Any = self.signature
+        if not isinstance(given, Signature):
+            object.__setattr__(self, "signature", as_signature(given))
         if not isinstance(self.adapter_opts, Mapping):
             raise TypeError(f"adapter_opts must be a mapping, got {type(self.adapter_opts).__name__}")
-        if not isinstance(self.config, Mapping):
-            raise TypeError(f"config must be a mapping of request options, got {type(self.config).__name__}")
-        object.__setattr__(self, "demos", tuple(self.demos))
+        check_config(self.config)
+        if not isinstance(self.json_fallback, bool):
+            raise TypeError(f"json_fallback is True or False, got {type(self.json_fallback).__name__}")
+        object.__setattr__(self, "lm", check_lm(self.lm))
+        object.__setattr__(self, "adapter", as_adapter(self.adapter))
+        object.__setattr__(self, "demos", check_demos(self.demos))
         object.__setattr__(self, "_format_options", FormatOptions.read({**self.adapter_opts, "demos": self.demos}))
 
     def with_lm(self, lm: LM) -> Predict:
@@ -166,14 +237,12 @@ class Predict(Program):
         signature = self.signature
         config = self.config
         if "config" in inputs and "config" not in signature.inputs:
-            per_call = inputs.pop("config")
-            if not isinstance(per_call, Mapping):
-                raise TypeError("the per-call config input must be a mapping of request options")
+            per_call = check_config(inputs.pop("config"), option="the per-call config")
             config = {**config, **per_call}
         values = prepare_inputs(signature, inputs)
         lm = resolve_lm(self.lm)
         adapter = self.adapter or settings().adapter or _DEFAULT_ADAPTER
-        opts: FormatOptions = self.__dict__["_format_options"]
+        opts = self._format_options
         with track_usage() as usage:
             messages = adapter.format_with(signature, values, opts)
             extra = adapter.request_options(signature, lm)
@@ -217,7 +286,12 @@ REASONING_FIELD = "reasoning"
 
 @dataclass(frozen=True, eq=False)
 class ChainOfThought(Predict):
-    """Predict with a `reasoning` output written before the others."""
+    """Predict with a `reasoning` output written before the others (added when the signature lacks it)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if REASONING_FIELD not in self.signature.outputs:
+            object.__setattr__(self, "signature", self.signature.prepend_output(REASONING_FIELD, str, ""))
 
     @classmethod
     def build(cls, signature: Signature, **options: Any) -> ChainOfThought:

@@ -3,7 +3,9 @@
 `fixtures/main_history.json` (a react turn with a thought, tool calls, an error result, provider
 reasoning, thought-only steps, a note, a submit; a text turn; a named conversation turn),
 `fixtures/main_react_program.json` (a saved react program) and `fixtures/main_requests.json` (the
-requests of `fixture_scenarios.SCENARIOS`) were all written by main's code.
+requests of `fixture_scenarios.SCENARIOS`) were all written by main's code. The system messages in
+`main_requests.json` were re-recorded once, when the field notes took DSPy's wording (a JSON-schema
+note for `str | None`, `type` first in every schema); nothing else in those requests changed.
 """
 
 import contextlib

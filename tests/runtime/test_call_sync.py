@@ -87,8 +87,10 @@ def test_a_ctrl_c_while_a_notebook_cell_waits_cancels_the_call() -> None:
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         pytest.skip("SIGINT has a handler other than Python's default here")
     cancelled = threading.Event()
+    waiting = threading.Event()
 
     async def hang(messages: Any, options: Any) -> Any:
+        waiting.set()
         try:
             await anyio.sleep(30)
         except anyio.get_cancelled_exc_class():
@@ -99,7 +101,11 @@ def test_a_ctrl_c_while_a_notebook_cell_waits_cancels_the_call() -> None:
     async def cell() -> imp.Prediction:
         return imp.call_sync(imp.predict(QA, lm=imp.StaticLM(hang)), question="wait")
 
-    timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    def interrupt_once_waiting() -> None:  # on a loaded machine the request may start late
+        if waiting.wait(10.0):
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    timer = threading.Thread(target=interrupt_once_waiting, daemon=True)
     loop = asyncio.new_event_loop()
     started = time.monotonic()
     timer.start()
@@ -107,7 +113,7 @@ def test_a_ctrl_c_while_a_notebook_cell_waits_cancels_the_call() -> None:
         with pytest.raises(KeyboardInterrupt):
             loop.run_until_complete(cell())
     finally:
-        timer.cancel()
+        timer.join()
         loop.close()
     assert time.monotonic() - started < 10.0
     assert cancelled.is_set()
