@@ -12,11 +12,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from imp.errors import LMError
+from imp.errors import InvalidResponse, LMError, StreamBroken
 from imp.history import ToolCall
-from imp.lm._http import HTTPLM, StreamState, tool_choice_mode, tool_choice_name
+from imp.lm._http import HTTPLM, StreamState
 from imp.lm._sse import SSEEvent
-from imp.lm._wire import finish_reason, parse_arguments, wire_arguments
+from imp.lm._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name, wire_arguments
 from imp.lm.base import LMCapabilities, LMResponse, Message, StreamEvent, Usage
 
 __all__ = ["OpenAILM", "OpenRouterLM"]
@@ -32,6 +32,8 @@ class OpenAILM(HTTPLM):
     default_base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
     capabilities = LMCapabilities(tool_calling=True, named_tool_choice=True, response_format="json_schema")
+    # Local and hosted OpenAI-compatible servers refuse different subsets of these.
+    step_down_options = frozenset({"response_format", "tool_choice", "parallel_tool_calls", "stream_options"})
 
     @property
     def url(self) -> str:
@@ -63,7 +65,8 @@ class OpenAILM(HTTPLM):
             body["tool_choice"] = _wire_tool_choice(options["tool_choice"])
         if stream:
             body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
+            if "stream_options" not in self._stepped.dropped:  # usage in a final chunk; older servers refuse it
+                body["stream_options"] = {"include_usage": True}
         body.update(options.get("extra_body") or {})
         return body
 
@@ -72,12 +75,11 @@ class OpenAILM(HTTPLM):
             raise _relayed_error(self, body)
         choices = body.get("choices") if isinstance(body, Mapping) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-            raise LMError(
+            raise InvalidResponse(
                 "the response is not a chat completion (no choices)",
                 status=200,
                 provider=self.provider,
                 body=_short(body),
-                retryable=False,
             )
         choice = choices[0]
         message = choice.get("message") or {}
@@ -326,11 +328,10 @@ class _OpenAIStream(StreamState):
 
     def finish(self) -> LMResponse:
         if not self._done and self._finish is None:
-            raise LMError(
+            raise StreamBroken(
                 "the stream ended before the completion finished",
                 provider=self._lm.provider,
                 code="stream_truncated",
-                retryable=True,
             )
         calls = tuple(
             ToolCall(
