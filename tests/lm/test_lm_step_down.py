@@ -214,3 +214,22 @@ async def test_predict_on_a_server_that_takes_no_response_format_ends_in_a_parse
     with pytest.raises(imp.AdapterParseError):
         await imp.call(imp.predict("question -> answer", lm=client), question="Capital of France?")
     assert len(fake.requests) == 4 and "response_format" not in fake.requests[-1].json
+
+
+@pytest.mark.parametrize("adapter", [imp.ChatAdapter(), imp.JSONAdapter(), imp.XMLAdapter()])
+async def test_a_reply_cut_by_max_tokens_says_so_in_its_parse_error(
+    fake: FakeProvider, client: HTTPLM, adapter: imp.Adapter
+) -> None:
+    fake.add(_ok('{"answer": "Par', finish="length"), _ok('{"answer": "Par', finish="length"))
+    program = imp.predict("question -> answer: int", lm=client, adapter=adapter)
+    with pytest.raises(imp.AdapterParseError) as info:
+        await imp.call(program, question="How many?", config={"max_tokens": 5})
+    assert info.value.finish_reason == "length"
+    assert "cut off at the max_tokens limit" in str(info.value) and "finish_reason 'length'" in str(info.value)
+
+
+async def test_a_whole_reply_that_does_not_parse_does_not_mention_a_cut(fake: FakeProvider, client: HTTPLM) -> None:
+    fake.add(_ok("no idea"), _ok("no idea"))
+    with pytest.raises(imp.AdapterParseError) as info:
+        await imp.call(imp.predict("question -> answer: int", lm=client), question="How many?")
+    assert info.value.finish_reason == "stop" and "max_tokens" not in str(info.value)
