@@ -6,6 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from imp._json import loads
+
 __all__ = [
     "finish_reason",
     "forces_tool",
@@ -43,7 +45,8 @@ def finish_reason(raw: Any, *, has_calls: bool) -> str:
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:
-    """Tool-call arguments as a dict: JSON, repaired JSON when a model wrote it badly, or `{}`."""
+    """Tool-call arguments as a dict, read by `imp._json.loads` (repaired when a model wrote them badly),
+    `{}` when nothing is readable, `{"value": ...}` for JSON that is not an object."""
     if raw is None or raw == "":
         return {}
     if isinstance(raw, Mapping):
@@ -51,11 +54,9 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, str):
         return {"value": raw}
     try:
-        value = json.loads(raw)
+        value = loads(raw)
     except ValueError:
-        from json_repair import repair_json
-
-        value = repair_json(raw, return_objects=True)
+        return {}  # nothing readable: the tool runner reports the missing arguments to the model
     if isinstance(value, Mapping):
         return dict(value)
     if value in (None, "", []):
