@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from imp.errors import InvalidResponse, StreamBroken
-from imp.history import ToolCall
 from imp.lm._http import HTTPLM, StreamState
 from imp.lm._sse import SSEEvent
 from imp.lm._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
-from imp.lm.base import LMCapabilities, LMResponse, Message, StreamEvent, Usage
+from imp.lm.base import LMCapabilities, LMResponse, StreamEvent
 from imp.lm.errors import error_from_payload
+from imp.records import Message, ToolCall, Usage
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicLM"]
 

@@ -23,9 +23,9 @@ from typing import Any
 
 import anyio
 
-from imp.history import ToolCall
 from imp.lm._log import log_cache_failure
 from imp.lm.base import LMResponse, Usage
+from imp.records import ToolCall
 
 __all__ = [
     "CacheStats",

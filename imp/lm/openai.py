@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from imp.errors import InvalidResponse, LMError, StreamBroken
-from imp.history import ToolCall
 from imp.lm._http import HTTPLM, StreamState
 from imp.lm._sse import SSEEvent
 from imp.lm._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name, wire_arguments
-from imp.lm.base import LMCapabilities, LMResponse, Message, StreamEvent, Usage
+from imp.lm.base import LMCapabilities, LMResponse, StreamEvent
+from imp.records import Message, ToolCall, Usage
 
 __all__ = ["OpenAILM", "OpenRouterLM"]
 
