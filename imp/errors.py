@@ -301,9 +301,15 @@ class ContextWindowExceeded(BadRequest):
 
 
 class UnsupportedOption(BadRequest):
-    """The server refuses a request option imp can do without (`option` names it)."""
+    """The server refuses a request option (`option` names it: `response_format`, `tool_choice`,
+    `parallel_tool_calls`, `stream_options`); an OpenAI-compatible client steps down from it."""
 
     option: str = ""
+
+    def __init__(self, message: str, *, option: str | None = None, **details: Any) -> None:
+        super().__init__(message, **details)
+        if option is not None:
+            self.option = option
 
 
 class ToolChoiceUnsupported(UnsupportedOption):

@@ -86,9 +86,11 @@ _VALIDATION_MESSAGE = re.compile(
 # A refused `response_format`: llama.cpp's older server ('response_format type must be one of "text"
 # or "json_object", but got: json_schema', a 500), llama-cpp-python's pydantic literal error ("Input
 # should be 'text' or 'json_object'", a 500), LM Studio ("'response_format.type' must be
-# 'json_schema' or 'text'"), TGI ("unknown variant `json_schema`"), vLLM and Ollama naming the field.
+# 'json_schema' or 'text'"), TGI ("unknown variant `json_schema`"), vLLM and Ollama naming the field,
+# and llama.cpp's "JSON schema conversion failed" for a schema its grammar cannot express.
 _RESPONSE_FORMAT_REFUSAL = re.compile(
-    r"response_format|input should be 'text' or 'json_object'|unknown variant `?json_(?:schema|object)",
+    r"response_format|input should be 'text' or 'json_object'|unknown variant `?json_(?:schema|object)"
+    r"|json schema conversion failed",
     re.IGNORECASE,
 )
 
@@ -332,7 +334,10 @@ def error_from_payload(
         request_id = body["request_id"]
 
     kept_body: Any = body if body is not None else raw_text
-    made = kind(
+    details: dict[str, Any] = {}
+    if kind is UnsupportedOption:
+        details["option"] = rejected_option(texts) or ""
+    return kind(
         redact_text(message, secrets),
         status=status,
         provider=provider,
@@ -341,10 +346,8 @@ def error_from_payload(
         retry_after=parse_retry_after(headers, error),
         request_id=request_id,
         url=redact_text(where, secrets) if where is not None else None,
+        **details,
     )
-    if isinstance(made, UnsupportedOption) and not isinstance(made, ToolChoiceUnsupported):
-        made.option = rejected_option(texts) or ""
-    return made
 
 
 def classify_error(

@@ -68,7 +68,12 @@ def test_every_refusal_fixture_is_an_unsupported_option() -> None:
 
 @pytest.mark.parametrize(
     "fixture",
-    ["llama_cpp_python_json_schema_500.json", "llama_cpp_server_json_schema_500.json", "tgi_json_schema_422.json"],
+    [
+        "llama_cpp_python_json_schema_500.json",
+        "llama_cpp_server_json_schema_500.json",
+        "llama_cpp_server_schema_conversion_400.json",
+        "tgi_json_schema_422.json",
+    ],
 )
 async def test_json_schema_steps_down_to_json_object_once_and_is_remembered(
     fake: FakeProvider, client: HTTPLM, logs: pytest.LogCaptureFixture, fixture: str
