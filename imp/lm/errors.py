@@ -29,7 +29,6 @@ from imp.errors import (
 )
 
 __all__ = [
-    "RETRYABLE_STATUSES",
     "classify_error",
     "error_from_payload",
     "is_context_window_message",
@@ -38,9 +37,6 @@ __all__ = [
     "rejected_option",
     "safe_url",
 ]
-
-RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
-"""Statuses worth trying again (providers.md): timeouts, throttles, overload and gateway errors."""
 
 _QUOTA_CODES = frozenset(
     {"insufficient_quota", "enforced_spend_limit_reached", "billing_error", "billing_hard_limit_reached"}
