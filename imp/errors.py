@@ -35,12 +35,9 @@ failures without knowing the tree.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, get_args
+from typing import Any, ClassVar, get_args
 
 from imp.records import ToolOutcome
-
-if TYPE_CHECKING:
-    from imp.history import History
 
 __all__ = [
     "AdapterParseError",
@@ -140,8 +137,10 @@ class DeadlineExceeded(ImpError, TimeoutError):
 class ReActStepError(ImpError):
     """The last request of a ReAct turn failed; carries the history recorded so far."""
 
-    def __init__(self, message: str, *, history: History, cause: BaseException | None = None) -> None:
+    def __init__(self, message: str, *, history: Any, cause: BaseException | None = None) -> None:
+        # Typed `Any` so that this bottom module imports nothing above `imp.records`.
         self.history = history
+        """The turn's `imp.History` up to the failure."""
         self.cause = cause
         super().__init__(message)
 
