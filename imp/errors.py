@@ -222,6 +222,8 @@ class LMError(ImpError):
         """The URL the request went to, without credentials (set for connection failures and 404s)."""
         self.attempts = attempts
         """How many requests were made before this error was raised (retries included)."""
+        self.history: Any = None
+        """The `imp.History` recorded so far, when the failure ended a ReAct turn (set by the loop)."""
         where = f"{provider} " if provider else ""
         status_text = f"{status} " if status is not None else ""
         super().__init__(f"{where}{status_text}{message}".strip())
