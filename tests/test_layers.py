@@ -13,10 +13,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "imp"
 
 # Lowest first; a module may import only modules listed before it.
 LAYERS = [
-    "imp.errors",
     "imp._json",
     "imp._redact",
     "imp.records",
+    "imp.errors",
     "imp._annotation",
     "imp._typeparse",
     "imp.signature",

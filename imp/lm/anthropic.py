@@ -12,13 +12,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from imp.errors import LMError
-from imp.history import ToolCall
-from imp.lm._http import HTTPLM, StreamState, tool_choice_mode, tool_choice_name
+from imp.errors import InvalidResponse, StreamBroken
+from imp.lm._http import HTTPLM, StreamState
 from imp.lm._sse import SSEEvent
-from imp.lm._wire import finish_reason, parse_arguments
-from imp.lm.base import LMCapabilities, LMResponse, Message, StreamEvent, Usage
+from imp.lm._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
+from imp.lm.base import LMCapabilities, LMResponse, StreamEvent
 from imp.lm.errors import error_from_payload
+from imp.records import Message, ToolCall, Usage
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicLM"]
 
@@ -93,7 +93,7 @@ class AnthropicLM(HTTPLM):
                 status=None, body=body, provider=self.provider, secrets=self.secrets, in_stream=True
             )
         if not isinstance(body, Mapping) or not isinstance(body.get("content"), list):
-            raise LMError(
+            raise InvalidResponse(
                 "the response is not an Anthropic message (no content)",
                 status=200,
                 provider=self.provider,
@@ -184,7 +184,7 @@ def _wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
         if not blocks:
             return
-        if wire and wire[-1]["role"] == role:
+        if wire and wire[-1]["role"] == role:  # Anthropic wants roles to alternate: merge neighbours
             wire[-1]["content"].extend(blocks)
         else:
             wire.append({"role": role, "content": blocks})
@@ -229,6 +229,8 @@ def _wire_tool(tool: Any) -> dict[str, Any]:
 
 
 def _wire_tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
+    """Anthropic's `tool_choice` object; `parallel_tool_calls=False` rides on it as
+    `disable_parallel_tool_use` (Anthropic has no top-level field for it)."""
     if choice is None and parallel is None:
         return None
     wire: dict[str, Any]
@@ -247,6 +249,7 @@ def _wire_tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
 def _usage(raw: Any) -> Usage:
     if not isinstance(raw, Mapping):
         return Usage(requests=1)
+    # Anthropic counts cache reads and writes apart from `input_tokens`: all three were input.
     cached = int(raw.get("cache_read_input_tokens") or 0)
     written = int(raw.get("cache_creation_input_tokens") or 0)
     return Usage(
@@ -352,11 +355,10 @@ class _AnthropicStream(StreamState):
 
     def finish(self) -> LMResponse:
         if not self._done:
-            raise LMError(
+            raise StreamBroken(
                 "the stream ended without message_stop",
                 provider=self._lm.provider,
                 code="stream_truncated",
-                retryable=True,
                 request_id=self._request_id,
             )
         texts: list[str] = []

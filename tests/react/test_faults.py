@@ -43,7 +43,7 @@ def reply(kind: str, step: int) -> Any:
         "overflow": imp.LMError("maximum context length exceeded", status=400, context_window_exceeded=True),
         "unauthorized": imp.LMError("invalid api key", status=401),
         "quota": imp.LMError("quota", status=429, code="insufficient_quota"),
-        "tool_choice_refused": imp.LMError("tool_choice: only `auto` is supported", status=400),
+        "tool_choice_refused": imp.ToolChoiceUnsupported("tool_choice: only `auto` is supported", status=400),
     }
     if kind in calls:
         return LMResponse(tool_calls=tuple(calls[kind]), finish_reason="tool_calls")
@@ -105,5 +105,12 @@ def test_every_faulty_turn_ends_typed(backend: str) -> None:
     outcomes = anyio.run(run_faults, backend=backend)
     assert sum(outcomes.values()) == TURNS
     kinds = {key.split("/")[0] for key in outcomes}
-    assert {"submit", "incomplete", "raised LMError"} <= kinds, outcomes
+    assert {"submit", "incomplete"} <= kinds, outcomes
+    raised = {kind for kind in kinds if kind.startswith("raised ")}
+    assert raised and raised <= {
+        "raised AuthenticationError",
+        "raised QuotaExceeded",
+        "raised BadRequest",
+        "raised ReActStepError",
+    }, outcomes
     assert outcomes["incomplete/deadline_exceeded"] > 0, outcomes

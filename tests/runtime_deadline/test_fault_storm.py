@@ -252,11 +252,6 @@ def test_every_react_turn_ends_typed(storm: Storm) -> None:
     assert untyped == [], untyped
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 11 section 2 (and 5): a react turn whose last request returns only tool calls or empty text "
-    "reports complete=True with answer None; the react helper's fix",
-)
 def test_no_react_turn_is_complete_without_an_answer(storm: Storm) -> None:
     wrong = [
         (o.call, o.category)
@@ -266,11 +261,6 @@ def test_no_react_turn_is_complete_without_an_answer(storm: Storm) -> None:
     assert wrong == [], (wrong, storm.counts())
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 11 section 5: under load the deadline's backstop fires before the loop's own timer unwinds, "
-    "so react raises DeadlineExceeded instead of returning its history; the react helper's fix",
-)
 def test_a_react_turn_at_its_deadline_returns_its_history(storm: Storm) -> None:
     """Not `DeadlineExceeded`: an incomplete prediction with what the turn had done."""
     raised = [
@@ -279,17 +269,17 @@ def test_a_react_turn_at_its_deadline_returns_its_history(storm: Storm) -> None:
     assert raised == [], (raised, storm.counts())
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 11 section 5: a request or stream cut at the deadline can end in a retryable LMError "
-    "(read_error, stream_broken) instead of DeadlineExceeded; the models helper's fix",
-)
 def test_nothing_past_the_deadline_invites_a_retry(storm: Storm) -> None:
-    """A call cut by its deadline ends in `DeadlineExceeded` (or an incomplete turn), never a retryable error."""
+    """A call cut by its deadline ends in `DeadlineExceeded` (or an incomplete turn), never a retryable error.
+
+    A retryable error raised before the deadline (a wait hint longer than the time left) is the
+    provider's own answer, status and hint kept; once the deadline has passed, nothing is.
+    """
     retryable = [
         (o.call, o.kind, o.category)
         for o in storm.outcomes
-        if isinstance(o.error, imp.LMError) and o.error.retryable and o.ended_at >= o.deadline_at - 0.05
+        # `ended_at` is read after the error has propagated out of the call: 20 ms of slack for that.
+        if isinstance(o.error, imp.LMError) and o.error.retryable and o.ended_at >= o.deadline_at + 0.02
     ]
     assert retryable == [], (retryable, storm.counts())
 
@@ -303,11 +293,6 @@ async def _never(messages: Any, options: Any) -> Any:
 
 
 @both_backends
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 11 section 5: with 1,000 turns at once the deadline's backstop fires before the loop's own "
-    "timer unwinds, so react raises DeadlineExceeded; the react helper's fix",
-)
 async def test_a_thousand_react_turns_at_their_deadline_return_their_history() -> None:
     react = imp.react(QA, [lookup], lm=imp.StaticLM(_never), max_iters=3)
     ended: list[object] = []

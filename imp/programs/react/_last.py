@@ -34,7 +34,7 @@ _EXTRACT_INSTRUCTIONS = (
 
 def raise_with_history(error: LMError, turn: Turn) -> NoReturn:
     """End the turn with a provider error no further request can cure, carrying the history so far."""
-    error.history = turn.recorded()  # type: ignore[attr-defined]
+    error.history = turn.recorded()
     raise error
 
 

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from imp._redact import redact_text
-from imp.errors import AdapterParseError, LMError
+from imp.errors import (
+    AdapterParseError,
+    AuthenticationError,
+    BadRequest,
+    ContextWindowExceeded,
+    LMError,
+    QuotaExceeded,
+    ToolChoiceUnsupported,
+)
 from imp.history import History, ToolCall
 from imp.lm.base import LMResponse
 from imp.programs.predict import request
@@ -39,11 +47,6 @@ __all__ = [
 ]
 
 MAX_PROJECTION_RETRIES = 8
-_ENDS_TURN_STATUSES = frozenset({400, 401, 402, 403, 404, 422})
-"""Statuses no further request can cure: a bad request, authentication, payment or quota, permission."""
-_QUOTA_CODES = frozenset(
-    {"insufficient_quota", "enforced_spend_limit_reached", "billing_error", "billing_hard_limit_reached"}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,24 +72,17 @@ class Reading:
 
 
 def ends_turn(error: LMError) -> bool:
-    """A provider error that another request in this turn would meet again (never a full context window)."""
-    if error.context_window_exceeded or error.retryable:
+    """A provider error that another request in this turn would meet again: a refused credential,
+    a used-up quota, a bad request -- never a full context window (old episodes are left out and the
+    request retried) nor a refused named `tool_choice` (the forced `submit` steps down to `required`)."""
+    if isinstance(error, ContextWindowExceeded | ToolChoiceUnsupported):
         return False
-    if refuses_named_choice(error):
-        return False  # the forced `submit` steps down to `required` for it
-    return error.status in _ENDS_TURN_STATUSES or (error.code or "") in _QUOTA_CODES
+    return isinstance(error, AuthenticationError | QuotaExceeded | BadRequest)
 
 
 def refuses_named_choice(error: LMError) -> bool:
     """A refusal of a named `tool_choice` (Meta's models through OpenRouter support only `auto`)."""
-    if error.tool_choice_unsupported:
-        return True
-    text = f"{error.message} {error.body}".lower()
-    return (
-        "tool_choice" in text
-        and ("invalid" in text or "unsupported" in text or "only" in text)
-        and ("required" in text or "supported string" in text or "auto" in text)
-    )
+    return isinstance(error, ToolChoiceUnsupported)
 
 
 def error_text(exc: BaseException) -> str:
