@@ -3,6 +3,9 @@ model (SmolLM2-135M, an instruct model; Gemma 3 270M, a base model that mostly a
 
 from __future__ import annotations
 
+import json
+import logging
+
 import pytest
 from live_support import LiveModel
 
@@ -90,3 +93,31 @@ async def test_required_tool_choice(live_lm: HTTPLM, live_model: LiveModel) -> N
     else:  # the server drops the option for this prompt format and answers as if it were "auto"
         response = await live_lm.request(ASK, tools=[WEATHER], tool_choice="required", max_tokens=32)
         assert not response.tool_calls and response.finish_reason == "stop"
+
+
+SCHEMA = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "outputs",
+        "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "strict": True,
+    },
+}
+
+
+async def test_a_refused_json_schema_steps_down_once(live_lm: HTTPLM, caplog: pytest.LogCaptureFixture) -> None:
+    # llama-cpp-python takes only `text` and `json_object`, and refuses `json_schema` with a 500
+    # that is a request-validation error: stepped down from, never retried as transient.
+    caplog.set_level(logging.INFO, logger="imp")
+    messages = [{"role": "user", "content": 'Answer in JSON like {"city": "..."}: the capital of France?'}]
+    for _ in range(2):
+        response = await live_lm.request(messages, response_format=SCHEMA, max_tokens=32, temperature=0)
+        assert response.finish_reason in ("stop", "length")
+        if response.finish_reason == "stop":
+            assert isinstance(json.loads(response.text), dict)  # json_object is grammar-constrained
+    assert live_lm.capabilities.response_format == "json_object"
+    lines = [r.msg for r in caplog.records if isinstance(r.msg, dict)]
+    assert [line["event"] for line in lines if line.get("event") in ("lm_step_down", "lm_retry")] == ["lm_step_down"]
+    (step,) = [line for line in lines if line["event"] == "lm_step_down"]
+    assert step["option"] == "response_format" and step["sent"] == "json_schema" and step["now"] == "json_object"
+    assert step["status"] == 500 and "json_object" in step["error"]

@@ -10,6 +10,7 @@ with a 500 "Input should be 'text' or 'json_object'"). The error or outcome says
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Literal
 
@@ -18,6 +19,7 @@ from live_support import LiveModel
 
 import imp
 from imp.lm._http import HTTPLM
+from imp.runtime.trace import recent_exchanges
 
 pytestmark = pytest.mark.live
 
@@ -55,12 +57,17 @@ def answered(events: list[imp.Event]) -> list[dict[str, Any]]:
     return [dict(e.payload) for e in events if e.kind == "model_response"]
 
 
-def check_parse_error(error: imp.AdapterParseError, last: dict[str, Any]) -> None:
-    """A parse error says why the reply could not be read when the reason is the server's."""
-    text = error.completion if isinstance(error.completion, str) else None
-    if text is not None and not text.strip():
+def check_parse_error(error: imp.AdapterParseError, replies: int) -> None:
+    """A parse error says why its reply could not be read when the reason is the server's: the
+    reply was empty, or `max_tokens` cut it. (With a JSON fallback, the first reply's error is raised.)"""
+    if not isinstance(error.completion, str):
+        return
+    mine = [x.response for x in recent_exchanges(replies) if x.response and x.response.text == error.completion]
+    assert mine, f"the error's reply is not among the call's replies: {error.completion!r}"
+    reply = mine[0]
+    if not error.completion.strip():
         assert "empty" in str(error).lower(), f"an empty reply does not say so: {error}"
-    if last["finish_reason"] == "length":
+    if reply.finish_reason == "length":
         assert CUT.search(str(error)), f"a reply cut by max_tokens does not say so: {error}"
 
 
@@ -77,31 +84,40 @@ def check_prediction(prediction: imp.Prediction, signature: imp.Signature, last:
             assert "empty" in said, f"a turn ended by an empty reply does not say so: {metadata}"
 
 
-async def check(kind: Kind, signature: str, live_lm: HTTPLM, adapter: str) -> None:
+async def check(kind: Kind, signature: str, live_lm: HTTPLM, adapter: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="imp")
     program = build(kind, signature, live_lm, ADAPTERS[adapter]())
     outcome, events = await run(program)
     replies = answered(events)
     assert replies, f"no request was answered: {[e.kind for e in events]}"
-    assert not [e for e in events if e.kind == "model_error"], "a request failed and was stepped around"
+    assert not [e for e in events if e.kind == "model_error"], "a request failed"
+    retries = [r.msg for r in caplog.records if isinstance(r.msg, dict) and r.msg.get("event") == "lm_retry"]
+    assert not retries, f"a request was retried: {retries}"
     if isinstance(outcome, imp.AdapterParseError):
-        check_parse_error(outcome, replies[-1])
+        check_parse_error(outcome, len(replies))
     else:
         check_prediction(outcome, program.signature, replies[-1])
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 @pytest.mark.parametrize("kind", ["predict", "chain_of_thought"])
-async def test_a_text_output(live_lm: HTTPLM, live_model: LiveModel, kind: Kind, adapter: str) -> None:
-    await check(kind, "question -> answer", live_lm, adapter)
+async def test_a_text_output(
+    live_lm: HTTPLM, live_model: LiveModel, kind: Kind, adapter: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await check(kind, "question -> answer", live_lm, adapter, caplog)
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 @pytest.mark.parametrize("kind", ["predict", "chain_of_thought"])
-async def test_typed_outputs(live_lm: HTTPLM, live_model: LiveModel, kind: Kind, adapter: str) -> None:
-    await check(kind, "question -> answer: int, sure: bool", live_lm, adapter)
+async def test_typed_outputs(
+    live_lm: HTTPLM, live_model: LiveModel, kind: Kind, adapter: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await check(kind, "question -> answer: int, sure: bool", live_lm, adapter, caplog)
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 @pytest.mark.parametrize("signature", ["question -> answer", "question -> answer: int"], ids=["text", "submit"])
-async def test_react(live_lm: HTTPLM, live_model: LiveModel, signature: str, adapter: str) -> None:
-    await check("react", signature, live_lm, adapter)
+async def test_react(
+    live_lm: HTTPLM, live_model: LiveModel, signature: str, adapter: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await check("react", signature, live_lm, adapter, caplog)
