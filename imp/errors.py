@@ -1,21 +1,70 @@
-"""The ImpError family: every error imp raises on purpose."""
+"""The ImpError family: every error imp raises on purpose, in one tree a caller catches by class.
+
+    ImpError
+    ├── SignatureError (ValueError) ········ a signature that cannot be built
+    ├── MissingInputError (ValueError) ····· a required input was not given
+    ├── AdapterParseError ·················· a reply that does not fit the output fields
+    ├── DeadlineExceeded (TimeoutError) ···· the current `imp.deadline` passed
+    ├── ReActStepError ····················· the last request of a ReAct turn failed
+    ├── ToolError ·························· a tool's failure, in the tool's own words
+    ├── LMError ···························· a failed LM request: status, provider, (redacted) body
+    │   ├── ConnectionFailed ··············· no response: refused, DNS, timeout, reset   (retried)
+    │   ├── StreamBroken ··················· a stream cut off after it started           (retried)
+    │   ├── ProviderUnavailable ············ 5xx, 408, 425, 529 "overloaded"             (retried)
+    │   ├── RateLimited ···················· 429: a throttle                             (retried)
+    │   ├── QuotaExceeded ·················· billing or quota refused (402, or a 429 saying so)
+    │   ├── AuthenticationError ············ 401 / 403: the key was refused
+    │   ├── ContentFiltered ················ the provider's filter stopped the completion
+    │   ├── InvalidResponse ················ a 2xx whose body is not a completion
+    │   └── BadRequest ····················· the provider refused the request itself (4xx, 422)
+    │       ├── NotFound ··················· 404: a wrong URL or model name
+    │       ├── ContextWindowExceeded ······ the prompt does not fit the model's context
+    │       └── UnsupportedOption ·········· the server refuses a request option
+    │           └── ToolChoiceUnsupported ·· a named or required `tool_choice` refused
+    └── (defined with their subsystem) SaveError / LoadError / ChecksumError (`imp.saving`),
+        EvaluationError (`imp.evaluation`), ExecutionCancelled and MCPError (`imp.tools`)
+
+An `LMError`'s kind is its class: `except imp.ContextWindowExceeded` or `except imp.RateLimited`.
+The flags of older code (`retryable`, `context_window_exceeded`, `content_filtered`,
+`tool_choice_unsupported`) are read-only properties derived from the class. Like `OSError`, calling
+`LMError(...)` itself builds the subclass its arguments name (`status=429` gives `RateLimited`,
+`context_window_exceeded=True` gives `ContextWindowExceeded`), so scripted tests can raise provider
+failures without knowing the tree.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
+
+from imp.records import ToolOutcome
 
 if TYPE_CHECKING:
     from imp.history import History
 
 __all__ = [
     "AdapterParseError",
+    "AuthenticationError",
+    "BadRequest",
+    "ConnectionFailed",
+    "ContentFiltered",
+    "ContextWindowExceeded",
     "DeadlineExceeded",
     "ImpError",
+    "InvalidResponse",
     "LMError",
     "MissingInputError",
+    "NotFound",
+    "ProviderUnavailable",
+    "QuotaExceeded",
+    "RateLimited",
     "ReActStepError",
     "SignatureError",
+    "StreamBroken",
+    "ToolChoiceUnsupported",
+    "ToolError",
+    "UnsupportedOption",
+    "lm_error_kind",
 ]
 
 
@@ -58,6 +107,7 @@ class AdapterParseError(ImpError):
         parsed: Mapping[str, Any] | None = None,
         value: Any = None,
         reason: str | None = None,
+        finish_reason: str | None = None,
     ) -> None:
         self.adapter = adapter
         self.fields = tuple(fields)
@@ -65,44 +115,22 @@ class AdapterParseError(ImpError):
         self.parsed = dict(parsed or {})
         self.value = value
         self.reason = reason or message
-        super().__init__(f"{adapter} could not parse the reply: {message}")
+        self._message = message
+        self.finish_reason = finish_reason
+        """The reply's normalised finish reason, when the code that read it knew it (`length`: cut)."""
+        super().__init__(self._text())
 
+    def _text(self) -> str:
+        text = f"{self.adapter} could not parse the reply: {self._message}"
+        if self.finish_reason == "length":
+            text += " (the reply was cut off at the max_tokens limit, finish_reason 'length': raise max_tokens)"
+        return text
 
-class LMError(ImpError):
-    """A failed LM request, keeping the provider's status and (redacted) body."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        provider: str | None = None,
-        code: str | None = None,
-        body: Any = None,
-        retryable: bool = False,
-        retry_after: float | None = None,
-        context_window_exceeded: bool = False,
-        content_filtered: bool = False,
-        tool_choice_unsupported: bool = False,
-        request_id: str | None = None,
-        attempts: int = 1,
-    ) -> None:
-        self.message = message
-        self.status = status
-        self.provider = provider
-        self.code = code
-        self.body = body
-        self.retryable = retryable
-        self.retry_after = retry_after
-        self.context_window_exceeded = context_window_exceeded
-        self.content_filtered = content_filtered
-        self.tool_choice_unsupported = tool_choice_unsupported
-        self.request_id = request_id
-        self.attempts = attempts
-        """How many requests were made before this error was raised (retries included)."""
-        where = f"{provider} " if provider else ""
-        status_text = f"{status} " if status is not None else ""
-        super().__init__(f"{where}{status_text}{message}".strip())
+    def with_finish_reason(self, finish_reason: str | None) -> AdapterParseError:
+        """This error, saying how the reply ended (a reply cut by `max_tokens` says so); returns self."""
+        self.finish_reason = finish_reason
+        self.args = (self._text(),)
+        return self
 
 
 class DeadlineExceeded(ImpError, TimeoutError):
@@ -116,3 +144,215 @@ class ReActStepError(ImpError):
         self.history = history
         self.cause = cause
         super().__init__(message)
+
+
+_OUTCOMES = frozenset(get_args(ToolOutcome))
+
+
+class ToolError(ImpError):
+    """Raised by a tool to report a failure in its own words, with the outcome it knows.
+
+    The message becomes the sentence the model reads after "Error: ". The default outcome is
+    `"result"` (the tool answered, with an error of its own); a tool that knows nothing was done
+    can say `"refused"` or `"not_sent"`, and one whose credential was refused `"auth_refused"`.
+    Any other exception a tool raises is recorded as `"unknown"`: it may have had an effect.
+    """
+
+    def __init__(self, message: str, *, outcome: ToolOutcome = "result") -> None:
+        if outcome not in _OUTCOMES:
+            raise ValueError(f"unknown tool outcome {outcome!r}")
+        self.message = message
+        self.outcome: ToolOutcome = outcome
+        super().__init__(message)
+
+
+_FLAGS = ("retryable", "context_window_exceeded", "content_filtered", "tool_choice_unsupported")
+
+
+class LMError(ImpError):
+    """A failed LM request, keeping the provider's status and (redacted) body.
+
+    `LMError(...)` called directly builds the subclass its arguments name (see `lm_error_kind`);
+    a subclass called directly is that kind, and a flag that contradicts it is refused.
+    """
+
+    is_retryable: ClassVar[bool] = False
+    """Whether this kind of failure may succeed if the same request is sent again."""
+
+    def __new__(cls, message: str = "", *args: Any, **kwargs: Any) -> LMError:
+        kind = lm_error_kind(**{k: kwargs[k] for k in ("status", *_FLAGS) if k in kwargs}) if cls is LMError else cls
+        return super().__new__(kind, message)
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        provider: str | None = None,
+        code: str | None = None,
+        body: Any = None,
+        retryable: bool | None = None,
+        retry_after: float | None = None,
+        context_window_exceeded: bool | None = None,
+        content_filtered: bool | None = None,
+        tool_choice_unsupported: bool | None = None,
+        request_id: str | None = None,
+        attempts: int = 1,
+        url: str | None = None,
+    ) -> None:
+        given = {
+            "retryable": retryable,
+            "context_window_exceeded": context_window_exceeded,
+            "content_filtered": content_filtered,
+            "tool_choice_unsupported": tool_choice_unsupported,
+        }
+        for flag, value in given.items():
+            if value is not None and bool(value) != getattr(self, flag):
+                raise ValueError(
+                    f"{flag}={value!r} contradicts {type(self).__name__} (status={status!r}): leave the flag out, "
+                    "or raise the kind you mean (imp.RateLimited, imp.BadRequest, imp.ContextWindowExceeded, ...)"
+                )
+        self.message = message
+        self.status = status
+        self.provider = provider
+        self.code = code
+        self.body = body
+        self.retry_after = retry_after
+        self.request_id = request_id
+        self.url = url
+        """The URL the request went to, without credentials (set for connection failures and 404s)."""
+        self.attempts = attempts
+        """How many requests were made before this error was raised (retries included)."""
+        where = f"{provider} " if provider else ""
+        status_text = f"{status} " if status is not None else ""
+        super().__init__(f"{where}{status_text}{message}".strip())
+
+    @property
+    def retryable(self) -> bool:
+        """Whether sending the same request again may succeed (the kind's `is_retryable`)."""
+        return type(self).is_retryable
+
+    @property
+    def context_window_exceeded(self) -> bool:
+        """Whether this is a `ContextWindowExceeded`."""
+        return isinstance(self, ContextWindowExceeded)
+
+    @property
+    def content_filtered(self) -> bool:
+        """Whether this is a `ContentFiltered`."""
+        return isinstance(self, ContentFiltered)
+
+    @property
+    def tool_choice_unsupported(self) -> bool:
+        """Whether this is a `ToolChoiceUnsupported`."""
+        return isinstance(self, ToolChoiceUnsupported)
+
+
+class ConnectionFailed(LMError):
+    """No (whole) response came: connection refused, DNS failure, timeout or reset."""
+
+    is_retryable = True
+
+
+class StreamBroken(LMError):
+    """A streamed response was cut off after it started (reset, or no terminal event)."""
+
+    is_retryable = True
+
+
+class ProviderUnavailable(LMError):
+    """The provider could not answer now: a 5xx, 408, 425, or 529 / `overloaded_error`."""
+
+    is_retryable = True
+
+
+class RateLimited(LMError):
+    """A 429 throttle; `retry_after` holds the provider's wait hint when it gave one."""
+
+    is_retryable = True
+
+
+class QuotaExceeded(LMError):
+    """The account's quota, credit or spend limit is used up (402, or a 429 that says so)."""
+
+
+class AuthenticationError(LMError):
+    """The credential was refused or lacks permission (401, 403)."""
+
+
+class ContentFiltered(LMError):
+    """The provider's content filter stopped the completion (it was billed all the same)."""
+
+
+class InvalidResponse(LMError):
+    """A successful status whose body is not a completion (not JSON, no choices)."""
+
+
+class BadRequest(LMError):
+    """The provider refused the request itself (a 4xx or a validation failure): resending cannot help."""
+
+
+class NotFound(BadRequest):
+    """404: the URL or the model name is wrong (`url` names where the request went)."""
+
+
+class ContextWindowExceeded(BadRequest):
+    """The prompt (with `max_tokens`) does not fit the model's context window."""
+
+
+class UnsupportedOption(BadRequest):
+    """The server refuses a request option (`option` names it: `response_format`, `tool_choice`,
+    `parallel_tool_calls`, `stream_options`); an OpenAI-compatible client steps down from it."""
+
+    option: str = ""
+
+    def __init__(self, message: str, *, option: str | None = None, **details: Any) -> None:
+        super().__init__(message, **details)
+        if option is not None:
+            self.option = option
+
+
+class ToolChoiceUnsupported(UnsupportedOption):
+    """The server refuses a named or required `tool_choice` (only `auto`, or none at all)."""
+
+    option = "tool_choice"
+
+
+_BY_STATUS: dict[int, type[LMError]] = {
+    401: AuthenticationError,
+    402: QuotaExceeded,
+    403: AuthenticationError,
+    404: NotFound,
+    408: ProviderUnavailable,
+    425: ProviderUnavailable,
+    429: RateLimited,
+    500: ProviderUnavailable,
+    502: ProviderUnavailable,
+    503: ProviderUnavailable,
+    504: ProviderUnavailable,
+    529: ProviderUnavailable,
+}
+
+
+def lm_error_kind(
+    status: int | None = None,
+    *,
+    retryable: bool | None = None,
+    context_window_exceeded: bool | None = None,
+    content_filtered: bool | None = None,
+    tool_choice_unsupported: bool | None = None,
+) -> type[LMError]:
+    """The `LMError` subclass for a status and the old flags (what `LMError(...)` builds)."""
+    if context_window_exceeded:
+        return ContextWindowExceeded
+    if tool_choice_unsupported:
+        return ToolChoiceUnsupported
+    if content_filtered:
+        return ContentFiltered
+    if status is not None:
+        kind = _BY_STATUS.get(status)
+        if kind is None and 400 <= status < 500:
+            kind = BadRequest
+        if kind is not None:
+            return kind
+    return ProviderUnavailable if retryable else LMError

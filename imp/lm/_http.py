@@ -14,9 +14,19 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 from imp._redact import redact_text
-from imp.errors import DeadlineExceeded, LMError
+from imp.errors import (
+    ConnectionFailed,
+    ContentFiltered,
+    DeadlineExceeded,
+    InvalidResponse,
+    LMError,
+    StreamBroken,
+    UnsupportedOption,
+)
+from imp.lm._stepdown import StepDowns
+from imp.lm._wire import forces_tool, tool_choice_name
 from imp.lm.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
-from imp.lm.errors import classify_error, error_from_payload
+from imp.lm.errors import classify_error, error_from_payload, safe_url
 from imp.lm.retry import RetryPolicy, call_with_retries
 from imp.runtime.deadline import time_left
 from imp.runtime.usage import record_usage
@@ -51,9 +61,6 @@ REQUEST_OPTIONS = frozenset(
 CONTROL_OPTIONS = frozenset({"timeout", "max_retries", "cache", "rollout_id"})
 """Options that steer the client and are never sent (`rollout_id` only varies the cache key)."""
 
-_TOOL_CHOICE_WORDS = frozenset({"auto", "none", "required", "any"})
-"""`any` is Anthropic's and Mistral's word for `required`."""
-
 
 class StreamState(abc.ABC):
     """Reads one provider's SSE events into deltas and, at the end, the whole response."""
@@ -73,6 +80,8 @@ class HTTPLM(LM):
     default_base_url: str = ""
     api_key_env: str | None = None
     unsupported_options: frozenset[str] = frozenset()
+    step_down_options: frozenset[str] = frozenset()
+    """Refused options this client steps down from instead of failing (see `imp.lm._stepdown`)."""
 
     def __init__(
         self,
@@ -103,6 +112,8 @@ class HTTPLM(LM):
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         if capabilities is not None:
             self.capabilities = capabilities
+        self._declared = self.capabilities
+        self._stepped = StepDowns()
         self._retry = retry_policy or RetryPolicy()
         if max_retries is not None:
             self._retry = _with_max_retries(self._retry, max_retries)
@@ -235,39 +246,64 @@ class HTTPLM(LM):
 
         log_retry(self.model_key, attempt, error, wait)
 
+    def _step_down(self, error: UnsupportedOption, sent: Mapping[str, Any]) -> bool:
+        """Remember a refused option and say so; whether the request is worth sending again."""
+        if error.option not in self.step_down_options:
+            return False
+        step = self._stepped.step(error, sent)
+        if step is False:
+            return False
+        if step is not True:
+            from imp.lm._log import log_step_down
+
+            self.capabilities = self._stepped.capabilities(self._declared)
+            log_step_down(self.model_key, step, error)
+        return True
+
     def _failure(self, failure: Exception) -> LMError | DeadlineExceeded:
         from imp.lm._transport import HTTPFailure
 
         assert isinstance(failure, HTTPFailure)
-        left = time_left()
-        if failure.kind == "timeout" and left is not None and left <= 0.05:
+        if _deadline_passed(failure.kind):
             return DeadlineExceeded("the deadline passed while waiting for the provider")
-        message = redact_text(f"request failed ({failure.kind}): {failure}", self.secrets)
-        return LMError(
+        message = redact_text(f"request failed ({failure.kind}): {failure} (POST {safe_url(self.url)})", self.secrets)
+        return ConnectionFailed(
             message,
             provider=self.provider,
             code=f"{failure.kind}_error",
-            retryable=True,
+            url=redact_text(safe_url(self.url), self.secrets),
         )
 
     async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:
-        """Send one request (retrying what may succeed later) and return the normalised response."""
+        """Send one request (retrying what may succeed later, stepping down from a refused option)
+        and return the normalised response."""
         merged = self._merged(options)
-        body = self.build_body(messages, merged, stream=False)
         cache = self._resolve_cache(merged)
+        while True:
+            sent = self._stepped.apply(merged)
+            try:
+                return await self._cached_fetch(messages, sent, cache)
+            except UnsupportedOption as error:
+                if not self._step_down(error, sent):
+                    raise
+
+    async def _cached_fetch(
+        self, messages: Sequence[Message], options: Mapping[str, Any], cache: ResponseCache | None
+    ) -> LMResponse:
+        body = self.build_body(messages, options, stream=False)
         if cache is None:
-            return await self._fetch(body, merged)
+            return await self._fetch(body, options)
         from imp.lm.cache import cache_key
 
-        key = cache_key(self.provider, self.base_url, body, merged.get("rollout_id"))
-        return await cache.get_or_fetch(key, lambda: self._fetch(body, merged))
+        key = cache_key(self.provider, self.base_url, body, options.get("rollout_id"))
+        return await cache.get_or_fetch(key, lambda: self._fetch(body, options))
 
     async def _fetch(self, body: dict[str, Any], options: Mapping[str, Any]) -> LMResponse:
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         headers = self._headers(options)
         transport = self._transport_for_call()
         step = self._next_step()
-        forced = _forces_tool(body)
+        forced = forces_tool(body)
 
         async def attempt(number: int) -> LMResponse:
             from imp.lm._transport import HTTPFailure
@@ -284,17 +320,17 @@ class HTTPLM(LM):
                     provider=self.provider,
                     secrets=self.secrets,
                     forced_tool_choice=forced,
+                    url=self.url,
                 )
             try:
                 parsed = json.loads(raw.content)
             except ValueError:
                 snippet = raw.content[:300].decode("utf-8", errors="replace")
-                raise LMError(
+                raise InvalidResponse(
                     f"the response body is not JSON: {snippet}",
                     status=raw.status,
                     provider=self.provider,
                     body=snippet,
-                    retryable=False,
                 ) from None
             return self._finalise(self.parse_response(parsed, raw.headers, step=step))
 
@@ -304,12 +340,10 @@ class HTTPLM(LM):
         """Record usage, then refuse a content-filtered completion (it was billed all the same)."""
         record_usage(self.model_key, response.usage)
         if response.finish_reason == "content_filter":
-            raise LMError(
+            raise ContentFiltered(
                 f"the provider's content filter stopped the completion: {response.text}".rstrip(": "),
                 provider=self.provider,
                 code="content_filter",
-                content_filtered=True,
-                retryable=False,
                 request_id=response.request_id,
             )
         return response
@@ -317,49 +351,28 @@ class HTTPLM(LM):
     async def stream(self, messages: Sequence[Message], **options: Any) -> AsyncIterator[StreamEvent]:
         """Yield text, reasoning and tool-call deltas, then one final event with the whole response.
 
-        Failures before the first byte are retried like `request`; a stream that fails after it
-        started raises a retryable `LMError`. Leaving the loop early closes the HTTP stream.
+        Failures before the first byte are retried like `request` (and a refused option stepped
+        down from); a stream that fails after it started raises a retryable `StreamBroken`, or
+        `DeadlineExceeded` when the deadline has passed. Leaving the loop early closes the HTTP stream.
         """
         from imp.lm._sse import SSEDecoder
         from imp.lm._transport import HTTPFailure
 
         merged = self._merged(options)
-        body = self.build_body(messages, merged, stream=True)
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         headers = self._headers(merged)
         headers["accept"] = "text/event-stream"
         transport = self._transport_for_call()
         step = self._next_step()
-        forced = _forces_tool(body)
 
         async with AsyncExitStack() as outer:
-
-            async def attempt(number: int) -> StreamingResponse:
-                stack = AsyncExitStack()
+            while True:
+                sent = self._stepped.apply(merged)
                 try:
-                    response = await stack.enter_async_context(
-                        transport.stream(self.url, content, headers, self._cap(merged))
-                    )
-                    if response.status >= 300:
-                        error_body = await response.aread()
-                        raise classify_error(
-                            response.status,
-                            error_body,
-                            response.headers,
-                            provider=self.provider,
-                            secrets=self.secrets,
-                            forced_tool_choice=forced,
-                        )
-                except HTTPFailure as failure:
-                    await stack.aclose()
-                    raise self._failure(failure) from None
-                except BaseException:
-                    await stack.aclose()
-                    raise
-                outer.push_async_callback(stack.aclose)
-                return response
-
-            response = await call_with_retries(attempt, self._policy(merged), on_retry=self._log_retry)
+                    response = await self._open_stream(transport, messages, sent, headers, outer)
+                    break
+                except UnsupportedOption as error:
+                    if not self._step_down(error, sent):
+                        raise
             state = self.stream_state(step=step, headers=response.headers)
             decoder = SSEDecoder()
             try:
@@ -368,14 +381,59 @@ class HTTPLM(LM):
                         for delta in state.feed(event):
                             yield delta
             except HTTPFailure as failure:
-                raise LMError(
+                if _deadline_passed(failure.kind):
+                    raise DeadlineExceeded("the deadline passed while the stream was being read") from None
+                raise StreamBroken(
                     redact_text(f"the stream broke after it started ({failure.kind}): {failure}", self.secrets),
                     provider=self.provider,
                     code="stream_broken",
-                    retryable=True,
                 ) from None
             final = self._finalise(state.finish())
         yield StreamEvent(kind="final", response=final)
+
+    async def _open_stream(
+        self,
+        transport: Transport,
+        messages: Sequence[Message],
+        options: Mapping[str, Any],
+        headers: Mapping[str, str],
+        outer: AsyncExitStack,
+    ) -> StreamingResponse:
+        """Send a streamed request (retrying what may succeed later) and return the open response;
+        `outer` closes it."""
+        from imp.lm._transport import HTTPFailure
+
+        body = self.build_body(messages, options, stream=True)
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        forced = forces_tool(body)
+
+        async def attempt(number: int) -> StreamingResponse:
+            stack = AsyncExitStack()
+            try:
+                response = await stack.enter_async_context(
+                    transport.stream(self.url, content, headers, self._cap(options))
+                )
+                if response.status >= 300:
+                    error_body = await response.aread()
+                    raise classify_error(
+                        response.status,
+                        error_body,
+                        response.headers,
+                        provider=self.provider,
+                        secrets=self.secrets,
+                        forced_tool_choice=forced,
+                        url=self.url,
+                    )
+            except HTTPFailure as failure:
+                await stack.aclose()
+                raise self._failure(failure) from None
+            except BaseException:
+                await stack.aclose()
+                raise
+            outer.push_async_callback(stack.aclose)
+            return response
+
+        return await call_with_retries(attempt, self._policy(options), on_retry=self._log_retry)
 
     def stream_error(self, payload: Any, *, status: int | None = None) -> LMError:
         """The `LMError` for an error event or error object inside a 200 stream."""
@@ -412,37 +470,10 @@ def _with_max_retries(policy: RetryPolicy, max_retries: int) -> RetryPolicy:
     return replace(policy, max_retries=max_retries)
 
 
-def tool_choice_name(choice: Any) -> str | None:
-    """The forced tool's name for a named `tool_choice`, None for auto/none/required; raises if malformed."""
-    if isinstance(choice, str):
-        return None if choice in _TOOL_CHOICE_WORDS else choice
-    if isinstance(choice, Mapping):
-        fn = choice.get("function")
-        name = fn.get("name") if isinstance(fn, Mapping) else choice.get("name")
-        if isinstance(name, str) and name:
-            return name
-        kind = choice.get("type")
-        if kind in ("auto", "none"):
-            return None
-        if kind in ("any", "required"):
-            return None
-    raise ValueError(f"tool_choice must be 'auto', 'none', 'required', a tool name or {{'name': ...}}, got {choice!r}")
+def _deadline_passed(kind: str) -> bool:
+    """Whether a transport failure came at the deadline: then it is the deadline's, never a retry.
 
-
-def tool_choice_mode(choice: Any) -> str:
-    """`auto`, `none`, `required` or `named` for any accepted `tool_choice` form."""
-    if tool_choice_name(choice) is not None:
-        return "named"
-    if isinstance(choice, str):
-        return "required" if choice == "any" else choice
-    kind = choice.get("type")
-    return "required" if kind in ("any", "required") else str(kind)
-
-
-def _forces_tool(body: Mapping[str, Any]) -> bool:
-    choice = body.get("tool_choice")
-    if choice is None:
-        return False
-    if isinstance(choice, str):
-        return choice in ("required", "any")
-    return isinstance(choice, Mapping) and choice.get("type") in ("function", "tool", "any")
+    The read timeout is capped by the time left, so a timeout within 50 ms of the deadline is it.
+    """
+    left = time_left()
+    return left is not None and (left <= 0.0 or (kind == "timeout" and left <= 0.05))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imp._redact import redact_text
 from imp.errors import LMError
 
-__all__ = ["log_cache_failure", "log_retry"]
+if TYPE_CHECKING:
+    from imp.lm._stepdown import StepDown
+
+__all__ = ["log_cache_failure", "log_retry", "log_step_down"]
 
 
 def _logger() -> Any:
@@ -16,16 +19,40 @@ def _logger() -> Any:
     return get_logger()
 
 
+def _call_id() -> str | None:
+    """The id of the `imp.call` this request belongs to (None outside one), to tie a line to its call."""
+    from imp.runtime.run import current_run
+
+    run = current_run()
+    return run.call_id if run is not None else None
+
+
 def log_retry(model_key: str, attempt: int, error: LMError, wait: float) -> None:
-    """One line per retried attempt: which model, which attempt failed, why, and the wait."""
+    """One line per retried attempt: which call and model, which attempt failed, why, and the wait."""
     _logger().warning(
         "lm_retry",
+        call_id=_call_id(),
         model=model_key,
         attempt=attempt,
         status=error.status,
         code=error.code,
+        kind=type(error).__name__,
         error=redact_text(error.message),
         wait=round(wait, 3),
+    )
+
+
+def log_step_down(model_key: str, step: StepDown, error: LMError) -> None:
+    """One line when a server refused an option and this LM stops sending it (or sends less)."""
+    _logger().warning(
+        "lm_step_down",
+        call_id=_call_id(),
+        model=model_key,
+        option=step.option,
+        sent=step.sent,
+        now=step.now,
+        status=error.status,
+        error=redact_text(error.message),
     )
 
 

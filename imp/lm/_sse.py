@@ -50,18 +50,6 @@ class SSEDecoder:
                 events.append(event)
         return events
 
-    def close(self) -> list[SSEEvent]:
-        """End of stream: an unterminated last event is dropped, as the SSE spec says."""
-        self._buffer = b""
-        self._data = []
-        self._event = ""
-        return []
-
-    @property
-    def has_partial(self) -> bool:
-        """Whether bytes of an undispatched event are still held (the stream was cut mid-event)."""
-        return bool(self._buffer.strip()) or bool(self._data)
-
     def _line(self, line: str) -> SSEEvent | None:
         if not line:
             if not self._data:

@@ -6,7 +6,19 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["finish_reason", "parse_arguments", "wire_arguments"]
+from imp._json import loads
+
+__all__ = [
+    "finish_reason",
+    "forces_tool",
+    "parse_arguments",
+    "tool_choice_mode",
+    "tool_choice_name",
+    "wire_arguments",
+]
+
+_TOOL_CHOICE_WORDS = frozenset({"auto", "none", "required", "any"})
+"""`any` is Anthropic's and Mistral's word for `required`."""
 
 _FINISH = {
     "stop": "stop",
@@ -33,7 +45,8 @@ def finish_reason(raw: Any, *, has_calls: bool) -> str:
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:
-    """Tool-call arguments as a dict: JSON, repaired JSON when a model wrote it badly, or `{}`."""
+    """Tool-call arguments as a dict, read by `imp._json.loads` (repaired when a model wrote them badly),
+    `{}` when nothing is readable, `{"value": ...}` for JSON that is not an object."""
     if raw is None or raw == "":
         return {}
     if isinstance(raw, Mapping):
@@ -41,11 +54,9 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, str):
         return {"value": raw}
     try:
-        value = json.loads(raw)
+        value = loads(raw)
     except ValueError:
-        from json_repair import repair_json
-
-        value = repair_json(raw, return_objects=True)
+        return {}  # nothing readable: the tool runner reports the missing arguments to the model
     if isinstance(value, Mapping):
         return dict(value)
     if value in (None, "", []):
@@ -58,3 +69,40 @@ def wire_arguments(arguments: Any) -> str:
     if isinstance(arguments, str):
         return arguments
     return json.dumps(dict(arguments) if isinstance(arguments, Mapping) else arguments, ensure_ascii=False)
+
+
+def tool_choice_name(choice: Any) -> str | None:
+    """The forced tool's name for a named `tool_choice`, None for auto/none/required; raises if malformed."""
+    if isinstance(choice, str):
+        return None if choice in _TOOL_CHOICE_WORDS else choice
+    if isinstance(choice, Mapping):
+        fn = choice.get("function")
+        name = fn.get("name") if isinstance(fn, Mapping) else choice.get("name")
+        if isinstance(name, str) and name:
+            return name
+        kind = choice.get("type")
+        if kind in ("auto", "none"):
+            return None
+        if kind in ("any", "required"):
+            return None
+    raise ValueError(f"tool_choice must be 'auto', 'none', 'required', a tool name or {{'name': ...}}, got {choice!r}")
+
+
+def tool_choice_mode(choice: Any) -> str:
+    """`auto`, `none`, `required` or `named` for any accepted `tool_choice` form."""
+    if tool_choice_name(choice) is not None:
+        return "named"
+    if isinstance(choice, str):
+        return "required" if choice == "any" else choice
+    kind = choice.get("type")
+    return "required" if kind in ("any", "required") else str(kind)
+
+
+def forces_tool(body: Mapping[str, Any]) -> bool:
+    """Whether a request body forces a tool call (`required`, `any`, or a named tool)."""
+    choice = body.get("tool_choice")
+    if choice is None:
+        return False
+    if isinstance(choice, str):
+        return choice in ("required", "any")
+    return isinstance(choice, Mapping) and choice.get("type") in ("function", "tool", "any")

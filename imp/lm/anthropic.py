@@ -12,13 +12,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from imp.errors import LMError
-from imp.history import ToolCall
-from imp.lm._http import HTTPLM, StreamState, tool_choice_mode, tool_choice_name
+from imp.errors import InvalidResponse, StreamBroken
+from imp.lm._http import HTTPLM, StreamState
 from imp.lm._sse import SSEEvent
-from imp.lm._wire import finish_reason, parse_arguments
-from imp.lm.base import LMCapabilities, LMResponse, Message, StreamEvent, Usage
+from imp.lm._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
+from imp.lm.base import LMCapabilities, LMResponse, StreamEvent
 from imp.lm.errors import error_from_payload
+from imp.records import Message, ToolCall, Usage
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicLM"]
 
@@ -93,7 +93,7 @@ class AnthropicLM(HTTPLM):
                 status=None, body=body, provider=self.provider, secrets=self.secrets, in_stream=True
             )
         if not isinstance(body, Mapping) or not isinstance(body.get("content"), list):
-            raise LMError(
+            raise InvalidResponse(
                 "the response is not an Anthropic message (no content)",
                 status=200,
                 provider=self.provider,
@@ -352,11 +352,10 @@ class _AnthropicStream(StreamState):
 
     def finish(self) -> LMResponse:
         if not self._done:
-            raise LMError(
+            raise StreamBroken(
                 "the stream ended without message_stop",
                 provider=self._lm.provider,
                 code="stream_truncated",
-                retryable=True,
                 request_id=self._request_id,
             )
         texts: list[str] = []

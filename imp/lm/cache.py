@@ -23,9 +23,9 @@ from typing import Any
 
 import anyio
 
-from imp.history import ToolCall
 from imp.lm._log import log_cache_failure
 from imp.lm.base import LMResponse, Usage
+from imp.records import ToolCall
 
 __all__ = [
     "CacheStats",
@@ -33,11 +33,9 @@ __all__ = [
     "ResponseCache",
     "SQLiteCache",
     "cache_key",
-    "default_cache",
     "load_response",
     "dump_response",
     "resolve_cache",
-    "set_default_cache",
     "using_cache",
 ]
 
@@ -240,16 +238,6 @@ class SQLiteCache(ResponseCache):
 _default: ContextVar[ResponseCache | None] = ContextVar("imp_lm_cache", default=None)
 _shared_memory: MemoryCache | None = None
 _sqlite_by_path: dict[Path, SQLiteCache] = {}
-
-
-def default_cache() -> ResponseCache | None:
-    """The cache `imp.configure(cache=...)` set for this context, or None (caching off)."""
-    return _default.get()
-
-
-def set_default_cache(cache: Any) -> None:
-    """Set the context's default cache (`True` means the process-wide in-memory LRU)."""
-    _default.set(resolve_cache(cache, use_default=False))
 
 
 @contextmanager

@@ -1,27 +1,42 @@
-"""Classification of provider failures into `imp.LMError`: status, retryability, wait hints, causes."""
+"""The one classifier of provider failures: each failed response becomes the right `imp.LMError` subclass.
+
+Kinds are read from the status first (a throttle that talks about tokens is a 429, not an overflow),
+then from codes and the wordings providers use (listed beside each pattern with the servers that send
+it). The LM clients call `error_from_payload` / `classify_error` once per failure; nothing above the
+LM layer reads error text again: programs use `isinstance`.
+"""
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from imp._json import loads
 from imp._redact import redact, redact_text
-from imp.errors import LMError
+from imp.errors import (
+    BadRequest,
+    ContextWindowExceeded,
+    LMError,
+    NotFound,
+    ProviderUnavailable,
+    QuotaExceeded,
+    ToolChoiceUnsupported,
+    UnsupportedOption,
+    lm_error_kind,
+)
 
 __all__ = [
-    "RETRYABLE_STATUSES",
     "classify_error",
     "error_from_payload",
     "is_context_window_message",
     "is_tool_choice_refusal",
     "parse_retry_after",
+    "rejected_option",
+    "safe_url",
 ]
-
-RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
-"""Statuses worth trying again (providers.md): timeouts, throttles, overload and gateway errors."""
 
 _QUOTA_CODES = frozenset(
     {"insufficient_quota", "enforced_spend_limit_reached", "billing_error", "billing_hard_limit_reached"}
@@ -49,10 +64,29 @@ _OVERFLOW_MESSAGE = re.compile(
 )
 
 _TOOL_CHOICE_REFUSAL = re.compile(
-    r"only `?auto`? is supported for `?tool_choice"
-    r"|no endpoints found that support the provided 'tool_choice'"
-    r"|tool choice requires --enable-auto-tool-choice"
-    r"|thinking may not be enabled when tool_choice forces tool use",
+    r"only `?auto`? is supported for `?tool_choice"  # a Meta model behind a router
+    r"|no endpoints found that support the provided 'tool_choice'"  # OpenRouter, a 404
+    r"|tool choice requires --enable-auto-tool-choice"  # vLLM started without a tool parser
+    r"|thinking may not be enabled when tool_choice forces tool use",  # Anthropic, extended thinking
+    re.IGNORECASE,
+)
+
+# A request the server's validator refused: pydantic's wording (llama-cpp-python answers these with
+# a 500), serde's (TGI: "unknown variant", "Failed to deserialize"), FastAPI's 422 detail.
+_VALIDATION_MESSAGE = re.compile(
+    r"validation errors? for \w+|input should be |\[type=[a-z_]+|unknown variant|failed to deserialize"
+    r"|extra inputs are not permitted|unrecognized request argument",
+    re.IGNORECASE,
+)
+
+# A refused `response_format`: llama.cpp's older server ('response_format type must be one of "text"
+# or "json_object", but got: json_schema', a 500), llama-cpp-python's pydantic literal error ("Input
+# should be 'text' or 'json_object'", a 500), LM Studio ("'response_format.type' must be
+# 'json_schema' or 'text'"), TGI ("unknown variant `json_schema`"), vLLM and Ollama naming the field,
+# and llama.cpp's "JSON schema conversion failed" for a schema its grammar cannot express.
+_RESPONSE_FORMAT_REFUSAL = re.compile(
+    r"response_format|input should be 'text' or 'json_object'|unknown variant `?json_(?:schema|object)"
+    r"|json schema conversion failed",
     re.IGNORECASE,
 )
 
@@ -123,14 +157,19 @@ def is_context_window_message(message: str) -> bool:
 
 
 def is_tool_choice_refusal(message: str) -> bool:
-    """Whether an error message says the server cannot take the requested `tool_choice`."""
+    """Whether an error message says the server cannot take the requested `tool_choice`.
+
+    Beyond the exact wordings above: OpenAI-compatible servers that know only none/auto/required
+    (or only auto) say so in a message naming `tool_choice` with "invalid"/"unsupported"/"only" and
+    the forms they take.
+    """
     if _TOOL_CHOICE_REFUSAL.search(message):
         return True
     lowered = message.lower()
     return (
         ("tool_choice" in lowered or "tool choice" in lowered)
-        and ("invalid" in lowered or "unsupported" in lowered)
-        and ("required" in lowered or "supported string" in lowered)
+        and any(word in lowered for word in ("invalid", "unsupported", "not supported", "only"))
+        and any(word in lowered for word in ("required", "supported string", "auto"))
     )
 
 
@@ -154,6 +193,84 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+_SECRET_QUERY = re.compile(r"key|token|secret|password|passwd|sig|auth|credential", re.IGNORECASE)
+
+
+def safe_url(url: str) -> str:
+    """A URL fit for an error message or a log line: no userinfo, no secret-looking query values."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(an unparsable URL)"
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    query = parts.query
+    if query:
+        pairs = [
+            (k, "[REDACTED]" if _SECRET_QUERY.search(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)
+        ]
+        query = urlencode(pairs, safe="[]")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def rejected_option(message: str) -> str | None:
+    """The request option an error message says the server refuses (`response_format`,
+    `parallel_tool_calls`, `stream_options`, `tool_choice`), or None."""
+    if is_tool_choice_refusal(message):
+        return "tool_choice"
+    lowered = message.lower()
+    if "parallel_tool_calls" in lowered:  # servers without parallel calls (several vLLM/TGI builds)
+        return "parallel_tool_calls"
+    if "stream_options" in lowered:  # older OpenAI-compatible servers that know only `stream`
+        return "stream_options"
+    if _RESPONSE_FORMAT_REFUSAL.search(message):
+        return "response_format"
+    return None
+
+
+def _kind(
+    *, status: int | None, codes: set[str], texts: str, message: str, forced_tool_choice: bool, in_stream: bool
+) -> type[LMError]:
+    """Which `LMError` subclass one failure is: status first, then codes, then the provider's words."""
+    refusal = status is not None and (400 <= status < 500 or status == 500)
+    if status == 413 and "request_too_large" in codes:
+        return ContextWindowExceeded  # Anthropic: a body over 32 MB
+    if status in (None, 400, 500) and (bool(codes & _OVERFLOW_CODES) or is_context_window_message(texts)):
+        return ContextWindowExceeded
+    if is_tool_choice_refusal(texts) or (forced_tool_choice and status == 500 and not message.strip()):
+        return ToolChoiceUnsupported  # the empty 500 is llama-cpp-python's answer to a forced choice
+    if bool(codes & _QUOTA_CODES) or status == 402 or bool(_QUOTA_MESSAGE.search(texts)):
+        return QuotaExceeded
+    validation = bool(_VALIDATION_MESSAGE.search(texts))
+    if refusal and status != 429:
+        option = rejected_option(texts)
+        if option is not None and (status != 500 or validation or _RESPONSE_FORMAT_REFUSAL.search(texts)):
+            return UnsupportedOption
+        if status == 500 and validation:
+            return BadRequest  # a validation failure the server reports as a 500: resending cannot help
+    if status is None:
+        if "overloaded_error" in codes:
+            return ProviderUnavailable  # Anthropic's 529, sent as an `error` event inside a 200 stream
+        # An error relayed inside a 200 (an SSE `error` event, OpenRouter's error body): the provider
+        # failed while answering, which a new request may not.
+        return ProviderUnavailable if in_stream else LMError
+    return lm_error_kind(status)
+
+
+def _decode_body(text: str) -> Any:
+    """An error body as JSON (leniently: some servers send Python-ish dicts), or None for text or HTML."""
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[")):
+        return None
+    try:
+        value = loads(stripped)
+    except ValueError:
+        return None
+    return value if isinstance(value, Mapping | list) else None
+
+
 def error_from_payload(
     *,
     status: int | None,
@@ -164,8 +281,9 @@ def error_from_payload(
     forced_tool_choice: bool = False,
     raw_text: str | None = None,
     in_stream: bool = False,
+    url: str | None = None,
 ) -> LMError:
-    """Build the `LMError` for one failed response (an HTTP error, or an error inside a 200)."""
+    """Build the `LMError` subclass for one failed response (an HTTP error, or an error inside a 200)."""
     error = _error_object(body)
     message = _text(error.get("message"))
     found = error.get("metadata")
@@ -181,19 +299,18 @@ def error_from_payload(
         status = inner if isinstance(inner, int) and not isinstance(inner, bool) else None
 
     texts = " ".join(t for t in (message, raw_upstream) if t)
+    if not texts and isinstance(body, Mapping) and isinstance(body.get("detail"), list | str):
+        texts = str(body["detail"])  # FastAPI's 422: {"detail": [{"loc": ..., "msg": ...}]}
+        message = texts
     codes = {code or "", error_type, _text(metadata.get("error_type")), _text(error.get("error_type"))} - {""}
-
-    # A throttle can talk about tokens too: rule it out by status before reading the words.
-    too_large = status == 413 and error_type == "request_too_large"
-    overflow = too_large or (
-        status in (None, 400, 500) and (bool(codes & _OVERFLOW_CODES) or is_context_window_message(texts))
+    kind = _kind(
+        status=status,
+        codes=codes,
+        texts=texts,
+        message=message,
+        forced_tool_choice=forced_tool_choice,
+        in_stream=in_stream,
     )
-    tool_choice = is_tool_choice_refusal(texts) or (forced_tool_choice and status == 500 and not message.strip())
-    quota = bool(codes & _QUOTA_CODES) or status == 402 or bool(_QUOTA_MESSAGE.search(texts))
-
-    retryable = status in RETRYABLE_STATUSES if status is not None else in_stream
-    if overflow or tool_choice or quota:
-        retryable = False
 
     if not message:
         snippet = " ".join((raw_text or "").split())[:300]
@@ -203,6 +320,9 @@ def error_from_payload(
             message = "(no message)"
     if raw_upstream and raw_upstream not in message:
         message = f"{message}: {raw_upstream}"
+    where = safe_url(url) if url is not None and kind is NotFound else None
+    if where is not None:
+        message = f"{message} (POST {where})"
     request_id = None
     if headers:
         request_id = headers.get("x-request-id") or headers.get("request-id")
@@ -210,18 +330,19 @@ def error_from_payload(
         request_id = body["request_id"]
 
     kept_body: Any = body if body is not None else raw_text
-    return LMError(
+    details: dict[str, Any] = {}
+    if kind is UnsupportedOption:
+        details["option"] = rejected_option(texts) or ""
+    return kind(
         redact_text(message, secrets),
         status=status,
         provider=provider,
         code=code,
         body=redact(kept_body, secrets),
-        retryable=retryable,
         retry_after=parse_retry_after(headers, error),
-        context_window_exceeded=overflow,
-        content_filtered=False,
-        tool_choice_unsupported=tool_choice,
         request_id=request_id,
+        url=redact_text(where, secrets) if where is not None else None,
+        **details,
     )
 
 
@@ -233,13 +354,11 @@ def classify_error(
     provider: str,
     secrets: tuple[str, ...] = (),
     forced_tool_choice: bool = False,
+    url: str | None = None,
 ) -> LMError:
     """Classify a non-2xx HTTP response; a non-JSON body (an HTML 502) becomes an error with its text."""
     text = content.decode("utf-8", errors="replace")
-    try:
-        body: Any = json.loads(text) if text.strip() else None
-    except ValueError:
-        body = None
+    body = _decode_body(text)
     return error_from_payload(
         status=status,
         body=body,
@@ -248,4 +367,5 @@ def classify_error(
         secrets=secrets,
         forced_tool_choice=forced_tool_choice,
         raw_text=None if body is not None else text,
+        url=url,
     )

@@ -12,16 +12,20 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from imp.errors import LMError
-from imp.history import ToolCall
-from imp.lm._http import HTTPLM, StreamState, tool_choice_mode, tool_choice_name
+from imp.errors import InvalidResponse, LMError, StreamBroken
+from imp.lm._http import HTTPLM, StreamState
 from imp.lm._sse import SSEEvent
-from imp.lm._wire import finish_reason, parse_arguments, wire_arguments
-from imp.lm.base import LMCapabilities, LMResponse, Message, StreamEvent, Usage
+from imp.lm._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name, wire_arguments
+from imp.lm.base import LMCapabilities, LMResponse, StreamEvent
+from imp.records import Message, ToolCall, Usage
 
 __all__ = ["OpenAILM", "OpenRouterLM"]
 
+# OpenAI's reasoning models take `max_completion_tokens` and refuse `max_tokens`.
 _REASONING_MODEL = re.compile(r"^(gpt-5|o[134])([-_:.].*)?$")
+# What a provider needs back verbatim to continue a turn: `reasoning_content` (DeepSeek, z.ai),
+# `reasoning` (Groq, OpenRouter, Ollama), `reasoning_details` (OpenRouter, an array),
+# `thought_signature` / `extra_content` (Gemini's OpenAI-compatible endpoint).
 _REASONING_KEYS = ("reasoning_content", "reasoning", "reasoning_details", "thought_signature", "extra_content")
 
 
@@ -32,6 +36,8 @@ class OpenAILM(HTTPLM):
     default_base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
     capabilities = LMCapabilities(tool_calling=True, named_tool_choice=True, response_format="json_schema")
+    # Local and hosted OpenAI-compatible servers refuse different subsets of these.
+    step_down_options = frozenset({"response_format", "tool_choice", "parallel_tool_calls", "stream_options"})
 
     @property
     def url(self) -> str:
@@ -54,6 +60,7 @@ class OpenAILM(HTTPLM):
             if key in options:
                 body[key] = options[key]
         if "max_tokens" in options:
+            # Only OpenAI itself renamed the field; compatible servers still read `max_tokens`.
             official = self.provider == "openai" and self.base_url == self.default_base_url
             limit_key = "max_completion_tokens" if official and _REASONING_MODEL.match(self.model) else "max_tokens"
             body[limit_key] = options["max_tokens"]
@@ -63,21 +70,21 @@ class OpenAILM(HTTPLM):
             body["tool_choice"] = _wire_tool_choice(options["tool_choice"])
         if stream:
             body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
+            if "stream_options" not in self._stepped.dropped:  # usage in a final chunk; older servers refuse it
+                body["stream_options"] = {"include_usage": True}
         body.update(options.get("extra_body") or {})
         return body
 
     def parse_response(self, body: Any, headers: Mapping[str, str], *, step: int) -> LMResponse:
         if isinstance(body, Mapping) and body.get("error") is not None and not body.get("choices"):
-            raise _relayed_error(self, body)
+            raise _relayed_error(self, body)  # OpenRouter relays an upstream failure inside a 200
         choices = body.get("choices") if isinstance(body, Mapping) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-            raise LMError(
+            raise InvalidResponse(
                 "the response is not a chat completion (no choices)",
                 status=200,
                 provider=self.provider,
                 body=_short(body),
-                retryable=False,
             )
         choice = choices[0]
         message = choice.get("message") or {}
@@ -136,7 +143,7 @@ def _wire_message(message: Message) -> dict[str, Any]:
     if calls:
         out["tool_calls"] = [_wire_tool_call(call, index) for index, call in enumerate(calls)]
         if out.get("content") is None:
-            out["content"] = ""  # a real server rejects null beside tool calls
+            out["content"] = ""  # llama-cpp-python's server refuses `content: null` beside tool calls
     elif "tool_calls" in message and message.get("role") == "assistant" and out.get("content") is None:
         out["content"] = ""
     data = message.get("reasoning_data")
@@ -190,7 +197,7 @@ def _content_text(content: Any) -> str:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):  # content parts
+    if isinstance(content, list):  # content parts (some compatible servers answer in parts)
         return "".join(
             str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") in (None, "text")
         )
@@ -200,7 +207,7 @@ def _content_text(content: Any) -> str:
 def _tool_call(raw: Mapping[str, Any], step: int, index: int) -> ToolCall:
     fn = raw.get("function") or {}
     return ToolCall(
-        id=str(raw.get("id") or f"call_{step}_{index}"),
+        id=str(raw.get("id") or f"call_{step}_{index}"),  # Gemini's OpenAI-compatible endpoint sends no ids
         name=str(fn.get("name") or ""),
         arguments=parse_arguments(fn.get("arguments")),
     )
@@ -221,6 +228,8 @@ def _usage(raw: Any) -> Usage:
         return Usage(requests=1)
     prompt = raw.get("prompt_tokens_details") or {}
     completion = raw.get("completion_tokens_details") or {}
+    # `cached_tokens` (OpenAI), `prompt_cache_hit_tokens` (DeepSeek), `num_cached_tokens` (vLLM);
+    # `cost` is OpenRouter's, in dollars.
     cached = prompt.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or raw.get("num_cached_tokens") or 0
     cost = raw.get("cost")
     return Usage(
@@ -270,13 +279,14 @@ class _OpenAIStream(StreamState):
             if event.event == "error":
                 raise self._lm.stream_error({"error": {"message": data}}) from None
             return []
+        # Groq sends an `event: error` line, OpenRouter a chunk with an `error` object, inside a 200.
         if event.event == "error" or (isinstance(chunk, Mapping) and chunk.get("error")):
             raise self._lm.stream_error(chunk)
         if not isinstance(chunk, Mapping):
             return []
         self._model = chunk.get("model") or self._model
         self._request_id = self._request_id or chunk.get("id")
-        usage = chunk.get("usage")
+        usage = chunk.get("usage")  # OpenAI sends it in a last `choices: []` chunk (`stream_options`)
         if isinstance(usage, Mapping):
             self._usage = _usage(usage)
         out: list[StreamEvent] = []
@@ -317,7 +327,7 @@ class _OpenAIStream(StreamState):
         new_name = None
         if raw.get("id") and not call.id:
             call.id = str(raw["id"])
-        if fn.get("name") and not call.name:  # some servers repeat the name in every delta
+        if fn.get("name") and not call.name:  # llama-cpp-python repeats id, type and name in every delta
             call.name = new_name = str(fn["name"])
         piece = fn.get("arguments") or ""
         if piece:
@@ -326,11 +336,10 @@ class _OpenAIStream(StreamState):
 
     def finish(self) -> LMResponse:
         if not self._done and self._finish is None:
-            raise LMError(
+            raise StreamBroken(
                 "the stream ended before the completion finished",
                 provider=self._lm.provider,
                 code="stream_truncated",
-                retryable=True,
             )
         calls = tuple(
             ToolCall(

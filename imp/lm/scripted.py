@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from imp.errors import LMError
-from imp.history import ToolCall
 from imp.lm.base import LM, LMCapabilities, LMResponse, Message, ResponseFormatSupport, Usage
+from imp.records import ToolCall
 from imp.runtime.usage import record_usage
 
 __all__ = ["ScriptedLM", "ScriptedRequest", "StaticLM", "Step", "to_response"]

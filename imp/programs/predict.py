@@ -121,10 +121,15 @@ def model_error_fields(lm: LM, error: LMError, duration: float) -> dict[str, Any
 
 
 def read_response(adapter: Adapter, signature: Signature, response: LMResponse) -> dict[str, Any]:
-    """The output fields of a response: its mapping of fields if it has one, else its text."""
-    if response.fields is not None and not response.text:
-        return adapter.parse_mapping(signature, response.fields)
-    return adapter.parse_text(signature, response.text)
+    """The output fields of a response: its mapping of fields if it has one, else its text (a parse
+    error says when the reply was cut by `max_tokens`)."""
+    try:
+        if response.fields is not None and not response.text:
+            return adapter.parse_mapping(signature, response.fields)
+        return adapter.parse_text(signature, response.text)
+    except AdapterParseError as exc:
+        exc.with_finish_reason(response.finish_reason)
+        raise
 
 
 @dataclass(frozen=True, eq=False)

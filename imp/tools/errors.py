@@ -1,33 +1,16 @@
-"""Errors of the tools package: a tool's own failure, and a cancelled execution."""
+"""Errors of the tools package: a cancelled execution (and `ToolError`, defined in `imp.errors`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from imp.errors import ImpError
+from imp.errors import ImpError, ToolError
 
 if TYPE_CHECKING:
-    from imp.history import History, ToolOutcome, ToolResult
+    from imp.history import History, ToolResult
 
 __all__ = ["ExecutionCancelled", "ToolError"]
-
-
-class ToolError(Exception):
-    """Raised by a tool to report a failure in its own words, with the outcome it knows.
-
-    The message becomes the sentence the model reads after "Error: ". The default outcome is
-    `"result"` (the tool answered, with an error of its own); a tool that knows nothing was done
-    can say `"refused"` or `"not_sent"`, and one whose credential was refused `"auth_refused"`.
-    Any other exception a tool raises is recorded as `"unknown"`: it may have had an effect.
-    """
-
-    def __init__(self, message: str, *, outcome: ToolOutcome = "result") -> None:
-        if outcome not in ("result", "refused", "auth_refused", "not_sent", "unknown"):
-            raise ValueError(f"unknown tool outcome {outcome!r}")
-        self.message = message
-        self.outcome: ToolOutcome = outcome
-        super().__init__(message)
 
 
 class ExecutionCancelled(ImpError):

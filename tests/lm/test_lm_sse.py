@@ -37,7 +37,7 @@ def test_bare_cr_line_endings_and_no_space_after_colon() -> None:
 def test_an_event_without_data_is_not_dispatched_and_a_cut_tail_is_held() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(b"event: ping\n\ndata: partial") == []
-    assert decoder.has_partial
+    assert decoder.feed(b"\n\n") == [SSEEvent("message", "partial")]  # the cut tail was held
 
 
 def test_utf8_split_inside_a_character() -> None:
