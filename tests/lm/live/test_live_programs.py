@@ -15,7 +15,7 @@ import re
 from typing import Any, Literal
 
 import pytest
-from live_support import LiveModel
+from live_support import GEMMA3, LiveModel
 
 import imp
 from imp.lm._http import HTTPLM
@@ -27,6 +27,7 @@ Kind = Literal["predict", "chain_of_thought", "react"]
 ADAPTERS: dict[str, type[imp.Adapter]] = {"chat": imp.ChatAdapter, "json": imp.JSONAdapter, "xml": imp.XMLAdapter}
 CONFIG = {"max_tokens": 48, "temperature": 0}
 QUESTION = "What is 2 + 3?"
+TYPES: dict[object, type] = {str: str, int: int, bool: bool}
 CUT = re.compile(r"max_tokens|cut off|truncated|finish_reason", re.IGNORECASE)
 
 
@@ -72,10 +73,12 @@ def check_parse_error(error: imp.AdapterParseError, replies: int) -> None:
 
 
 def check_prediction(prediction: imp.Prediction, signature: imp.Signature, last: dict[str, Any]) -> None:
-    """A complete prediction has every output; an incomplete one says how the turn ended."""
+    """A complete prediction has every output, of its type; an incomplete one says how the turn ended."""
     if prediction.complete:
-        for name in signature.outputs:
-            assert prediction.get(name) is not None, f"complete, but `{name}` is missing: {prediction!r}"
+        for name, output in signature.outputs.items():
+            value = prediction.get(name)
+            assert value is not None, f"complete, but `{name}` is missing: {prediction!r}"
+            assert isinstance(value, TYPES[output.annotation]), f"`{name}` is not a {output.annotation}: {value!r}"
     else:
         metadata = prediction.metadata
         assert metadata.termination_reason == "incomplete" and metadata.termination_cause, metadata
@@ -121,3 +124,16 @@ async def test_react(
     live_lm: HTTPLM, live_model: LiveModel, signature: str, adapter: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     await check("react", signature, live_lm, adapter, caplog)
+
+
+@pytest.mark.parametrize("adapter", ["chat", "xml"])
+async def test_an_empty_reply_says_so(live_server: str, adapter: str) -> None:
+    # The base model begins these adapters' replies with a line break, so stopping at one leaves a
+    # real empty reply from the server (finish_reason stop), for the Chat request and the JSON fallback's.
+    config = {**CONFIG, "stop": ["\n"]}
+    async with imp.lm(f"openai:{GEMMA3.alias}", base_url=live_server, api_key="none") as lm:
+        program = imp.predict("question -> answer", lm=lm, adapter=ADAPTERS[adapter](), config=config)
+        outcome, events = await run(program)
+    assert isinstance(outcome, imp.AdapterParseError) and outcome.completion == ""
+    assert "the reply was empty" in str(outcome)
+    check_parse_error(outcome, len(answered(events)))
