@@ -55,7 +55,7 @@ $(LIVE_VENV)/.gemma3: $(LIVE_VENV)/.installed
 live-setup: $(LIVE_VENV)/.installed $(LIVE_VENV)/.smollm2 $(LIVE_VENV)/.gemma3
 
 test-live: $(STAMP) live-setup
-	IMP_LIVE_PYTHON=$(LIVE_PY) $(PY) -m pytest -m live tests/lm/live
+	IMP_LIVE_PYTHON=$(abspath $(LIVE_PY)) $(PY) -m pytest -m live tests/lm/live
 
 demo: $(STAMP)
 	@$(PY) -m imp.demo
