@@ -35,12 +35,9 @@ failures without knowing the tree.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, get_args
+from typing import Any, ClassVar, get_args
 
 from imp.records import ToolOutcome
-
-if TYPE_CHECKING:
-    from imp.history import History
 
 __all__ = [
     "AdapterParseError",
@@ -143,8 +140,10 @@ class DeadlineExceeded(ImpError, TimeoutError):
 class ReActStepError(ImpError):
     """The last request of a ReAct turn failed; carries the history recorded so far."""
 
-    def __init__(self, message: str, *, history: History, cause: BaseException | None = None) -> None:
+    def __init__(self, message: str, *, history: Any, cause: BaseException | None = None) -> None:
+        # Typed `Any` so that this bottom module imports nothing above `imp.records`.
         self.history = history
+        """The turn's `imp.History` up to the failure."""
         self.cause = cause
         super().__init__(message)
 
@@ -226,6 +225,8 @@ class LMError(ImpError):
         """The URL the request went to, without credentials (set for connection failures and 404s)."""
         self.attempts = attempts
         """How many requests were made before this error was raised (retries included)."""
+        self.history: Any = None
+        """The `imp.History` recorded so far, when the failure ended a ReAct turn (set by the loop)."""
         where = f"{provider} " if provider else ""
         status_text = f"{status} " if status is not None else ""
         super().__init__(f"{where}{status_text}{message}".strip())

@@ -290,6 +290,7 @@ class HTTPLM(LM):
     async def _cached_fetch(
         self, messages: Sequence[Message], options: Mapping[str, Any], cache: ResponseCache | None
     ) -> LMResponse:
+        """One request's body, sent (with retries) or answered from the cache."""
         body = self.build_body(messages, options, stream=False)
         if cache is None:
             return await self._fetch(body, options)

@@ -184,7 +184,7 @@ def _wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
         if not blocks:
             return
-        if wire and wire[-1]["role"] == role:
+        if wire and wire[-1]["role"] == role:  # Anthropic wants roles to alternate: merge neighbours
             wire[-1]["content"].extend(blocks)
         else:
             wire.append({"role": role, "content": blocks})
@@ -229,6 +229,8 @@ def _wire_tool(tool: Any) -> dict[str, Any]:
 
 
 def _wire_tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
+    """Anthropic's `tool_choice` object; `parallel_tool_calls=False` rides on it as
+    `disable_parallel_tool_use` (Anthropic has no top-level field for it)."""
     if choice is None and parallel is None:
         return None
     wire: dict[str, Any]
@@ -247,6 +249,7 @@ def _wire_tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
 def _usage(raw: Any) -> Usage:
     if not isinstance(raw, Mapping):
         return Usage(requests=1)
+    # Anthropic counts cache reads and writes apart from `input_tokens`: all three were input.
     cached = int(raw.get("cache_read_input_tokens") or 0)
     written = int(raw.get("cache_creation_input_tokens") or 0)
     return Usage(

@@ -7,6 +7,7 @@ import json
 import logging
 import pickle
 import socket
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -279,3 +280,23 @@ async def test_retry_lines_carry_the_call_id(fake: FakeProvider, caplog: pytest.
 
 def _ok() -> Reply:
     return Reply(200, json={"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]})
+
+
+def _imp_imports(path: Path) -> set[str]:
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("imp"):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("imp"))
+    return found
+
+
+def test_the_error_tree_sits_at_the_bottom_and_lm_imports_no_program() -> None:
+    package = Path(imp.__file__).parent
+    assert _imp_imports(package / "errors.py") <= {"imp.records"}
+    for module in (package / "lm").glob("*.py"):
+        above = {m for m in _imp_imports(module) if m.startswith(("imp.programs", "imp.adapters", "imp.tools"))}
+        assert not above, f"{module.name} imports {above}"

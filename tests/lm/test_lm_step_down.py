@@ -238,3 +238,35 @@ async def test_a_whole_reply_that_does_not_parse_does_not_mention_a_cut(fake: Fa
     with pytest.raises(imp.AdapterParseError) as info:
         await imp.call(imp.predict("question -> answer: int", lm=client), question="How many?")
     assert info.value.finish_reason == "stop" and "max_tokens" not in str(info.value)
+
+
+async def test_concurrent_calls_refused_together_step_down_once(
+    fake: FakeProvider, client: HTTPLM, logs: pytest.LogCaptureFixture
+) -> None:
+    import anyio
+
+    refusal = _refused("llama_cpp_python_json_schema_500.json")
+    refusal.delay = 0.3  # every first request arrives before any refusal is answered
+    fake.add(refusal, refusal, refusal, _ok(), _ok(), _ok())
+    texts: list[str] = []
+
+    async def one() -> None:
+        texts.append((await client.request(HI, response_format=SCHEMA)).text)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(3):
+            group.start_soon(one)
+    assert texts == ['{"answer": "Paris"}'] * 3 and len(fake.requests) == 6
+    assert len(_steps(logs)) == 1 and client.capabilities.response_format == "json_object"
+
+
+async def test_step_down_lines_carry_the_call_id(
+    fake: FakeProvider, client: HTTPLM, logs: pytest.LogCaptureFixture
+) -> None:
+    from imp.runtime.run import run_scope
+
+    fake.add(_refused("llama_cpp_python_json_schema_500.json"), _ok())
+    with run_scope(on_event=lambda event: None) as run:
+        await client.request(HI, response_format=SCHEMA)
+    (line,) = _steps(logs)
+    assert line["call_id"] == run.call_id
