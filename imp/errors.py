@@ -8,10 +8,10 @@
     ├── ReActStepError ····················· the last request of a ReAct turn failed
     ├── ToolError ·························· a tool's failure, in the tool's own words
     ├── LMError ···························· a failed LM request: status, provider, (redacted) body
-    │   ├── ConnectionFailed ··············· no response: refused, DNS, timeout, reset   (retried)
-    │   ├── StreamBroken ··················· a stream cut off after it started           (retried)
-    │   ├── ProviderUnavailable ············ 5xx, 408, 425, 529 "overloaded"             (retried)
-    │   ├── RateLimited ···················· 429: a throttle                             (retried)
+    │   ├── ConnectionFailed ··············· no response: refused, DNS, timeout, reset   (retryable)
+    │   ├── StreamBroken ··················· a stream cut off after it started           (retryable)
+    │   ├── ProviderUnavailable ············ 5xx, 408, 425, 529 "overloaded"             (retryable)
+    │   ├── RateLimited ···················· 429: a throttle                             (retryable)
     │   ├── QuotaExceeded ·················· billing or quota refused (402, or a 429 saying so)
     │   ├── AuthenticationError ············ 401 / 403: the key was refused
     │   ├── ContentFiltered ················ the provider's filter stopped the completion
@@ -29,7 +29,9 @@ The flags of older code (`retryable`, `context_window_exceeded`, `content_filter
 `tool_choice_unsupported`) are read-only properties derived from the class. Like `OSError`, calling
 `LMError(...)` itself builds the subclass its arguments name (`status=429` gives `RateLimited`,
 `context_window_exceeded=True` gives `ContextWindowExceeded`), so scripted tests can raise provider
-failures without knowing the tree.
+failures without knowing the tree. `retryable` means that sending the same request again may
+succeed: imp's clients retry those kinds before the first byte of a response; a broken stream is
+raised for the caller to retry.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from imp.errors import LMError
+from imp.errors import DeadlineExceeded, LMError
 from imp.runtime.deadline import time_left
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ async def call_with_retries[T](
         wait = retry_wait(policy, 1, error)
         if wait is None:
             error.attempts = 1
+            _raise_if_past_deadline(error)
             raise
         if on_retry is not None:
             on_retry(1, error, wait)
@@ -117,5 +118,14 @@ async def _retry[T](attempt_fn: Callable[[int], Awaitable[T]], policy: RetryPoli
                 return await attempt_fn(number)
     except LMError as error:
         error.attempts = number
+        _raise_if_past_deadline(error)
         raise
     raise AssertionError("unreachable: tenacity ended without an outcome")  # pragma: no cover
+
+
+def _raise_if_past_deadline(error: LMError) -> None:
+    """A retryable failure that arrives once the deadline has passed ends as `DeadlineExceeded`
+    (the provider's error as its cause): nothing past the deadline invites a retry."""
+    left = time_left()
+    if error.retryable and left is not None and left <= 0:
+        raise DeadlineExceeded(f"the deadline passed; the last attempt failed: {error}") from error

@@ -75,3 +75,42 @@ def test_a_stream_stalled_before_the_deadline_is_a_retryable_stream_broken(fake:
         assert info.value.retryable and info.value.code == "stream_broken"
 
     anyio.run(main)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_retryable_failure_after_the_deadline_is_deadline_exceeded(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 503 that lands after the deadline (a loaded loop delivers the cancel late) is not handed
+    back as a retryable error: it is the cause of a `DeadlineExceeded`."""
+    from imp.lm.retry import call_with_retries
+
+    monkeypatch.setattr("imp.runtime.deadline.BACKSTOP_SECONDS", 1.0)
+    calls: list[int] = []
+
+    async def late_503(number: int) -> None:
+        calls.append(number)
+        await anyio.sleep(0.15)
+        raise imp.LMError("busy", status=503, provider="p")
+
+    async def busy_now(number: int) -> None:
+        calls.append(number)
+        raise imp.LMError("busy", status=503, provider="p")
+
+    seen: dict[str, BaseException] = {}
+
+    async def main() -> None:
+        try:
+            with imp.deadline(0.05):
+                await call_with_retries(late_503, FAST_RETRIES)
+        except imp.DeadlineExceeded as exc:
+            seen["late"] = exc
+        try:  # with time left, the provider's own error comes back (after its retries)
+            await call_with_retries(busy_now, FAST_RETRIES)
+        except imp.LMError as exc:
+            seen["busy"] = exc
+
+    anyio.run(main, backend=backend)
+    assert isinstance(seen["late"].__cause__, imp.ProviderUnavailable)
+    assert isinstance(seen["busy"], imp.ProviderUnavailable) and seen["busy"].attempts == 3
+    assert calls == [1, 1, 2, 3]
