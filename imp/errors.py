@@ -122,6 +122,9 @@ class AdapterParseError(ImpError):
 
     def _text(self) -> str:
         text = f"{self.adapter} could not parse the reply: {self._message}"
+        if isinstance(self.completion, str) and not self.completion.strip():
+            # A base model served for chat (Gemma 3 270M under llama-cpp-python) mostly answers ''.
+            text += " (the reply was empty: the model wrote no text)"
         if self.finish_reason == "length":
             text += " (the reply was cut off at the max_tokens limit, finish_reason 'length': raise max_tokens)"
         return text
