@@ -37,10 +37,12 @@ __all__ = [
     "Event",
     "EventSink",
     "Run",
+    "add_process_sink",
     "bound_payload",
     "buffered_sink",
     "current_run",
     "emit",
+    "remove_process_sink",
     "run_needed",
     "run_scope",
 ]
@@ -214,10 +216,52 @@ def emit(kind: str, **payload: Any) -> None:
         run.emit(kind, **payload)
 
 
+_process_sinks: tuple[EventSink, ...] = ()
+"""Sinks that see every run's events in this process (`imp.instrument_otel` installs one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _WithProcessSinks:
+    """A run's own sink (or none) followed by the process-wide sinks, each guarded on its own."""
+
+    own: EventSink | None
+    extra: tuple[EventSink, ...]
+
+    def __call__(self, event: Event) -> None:
+        failure: Exception | None = None
+        for sink in self.extra if self.own is None else (self.own, *self.extra):
+            try:
+                result = sink(event)
+            except Exception as exc:  # the others still get the event; the run reports the first failure
+                failure = failure or exc
+            else:
+                if inspect.iscoroutine(result):
+                    result.close()
+                    failure = failure or TypeError(
+                        "on_event returned an awaitable; wrap an async sink in buffered_sink()"
+                    )
+        if failure is not None:
+            raise failure
+
+
+def add_process_sink(sink: EventSink) -> None:
+    """Hand every run's events in this process to `sink` too, besides each call's own `on_event`."""
+    global _process_sinks
+    if sink not in _process_sinks:
+        _process_sinks = (*_process_sinks, sink)
+
+
+def remove_process_sink(sink: EventSink) -> None:
+    """Stop handing events to a sink given to `add_process_sink` (nothing happens if it was not)."""
+    global _process_sinks
+    _process_sinks = tuple(s for s in _process_sinks if s is not sink)
+
+
 def run_needed() -> bool:
     """Whether a call with no sink and no authorizer of its own still needs a run: it is nested in
-    one (whose sink and authorizer it inherits), or the `imp` logger is on (its events are logged)."""
-    return _current.get() is not None or logs_enabled()
+    one (whose sink and authorizer it inherits), a process-wide sink listens, or the `imp` logger
+    is on (its events are logged)."""
+    return _current.get() is not None or bool(_process_sinks) or logs_enabled()
 
 
 def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> Run:
@@ -237,6 +281,8 @@ def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> Ru
         parent_id = parent.call_id
         if authorize is None:
             authorize = parent.authorize
+    if _process_sinks and not (isinstance(sink, _WithProcessSinks) and sink.extra == _process_sinks):
+        sink = _WithProcessSinks(sink.own if isinstance(sink, _WithProcessSinks) else sink, _process_sinks)
     if sink is None and logs_enabled():
         sink = _log_only
     return Run(f"call-{next(_ids)}", parent_id, sink, authorize)
