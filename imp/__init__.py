@@ -17,6 +17,7 @@ from imp.lm import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamE
 
 if TYPE_CHECKING:
     from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match, parallel
+    from imp.observe.otel import instrument_otel
     from imp.saving import ChecksumError, LoadError, SaveError, load, save
 
 from imp.lm._factory import lm
@@ -48,6 +49,7 @@ __version__ = "0.1.0"
 
 
 _LAZY = {
+    "instrument_otel": "imp.observe.otel",
     "EvaluationError": "imp.evaluation",
     "EvaluationReport": "imp.evaluation",
     "Score": "imp.evaluation",
@@ -138,6 +140,7 @@ __all__ = [
     "StreamEvent",
     "ToolCall",
     "ToolResult",
+    "instrument_otel",
     "Usage",
     "XMLAdapter",
     "call",
