@@ -18,6 +18,7 @@ from imp.lm import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamE
 if TYPE_CHECKING:
     from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match, parallel
     from imp.observe.otel import instrument_otel
+    from imp.observe.trace_html import trace_html
     from imp.saving import ChecksumError, LoadError, SaveError, load, save
 
 from imp.lm._factory import lm
@@ -50,6 +51,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "instrument_otel": "imp.observe.otel",
+    "trace_html": "imp.observe.trace_html",
     "EvaluationError": "imp.evaluation",
     "EvaluationReport": "imp.evaluation",
     "Score": "imp.evaluation",
@@ -141,6 +143,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "instrument_otel",
+    "trace_html",
     "Usage",
     "XMLAdapter",
     "call",

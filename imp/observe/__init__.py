@@ -3,3 +3,7 @@
 Nothing here is imported by `import imp`; `imp.instrument_otel` and `imp.trace_html` load their
 module on first use, so a process without the extra never imports OpenTelemetry.
 """
+
+from imp.observe.recorder import Recorder
+
+__all__ = ["Recorder"]

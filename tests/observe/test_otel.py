@@ -189,7 +189,6 @@ def test_parents_are_right_under_parallel_and_nested_programs(exporter: InMemory
     lm = imp.ScriptedLM(
         [
             {"next_thought": "ask", "tool_calls": [{"name": "ask_expert", "arguments": {"question": "a"}}]},
-            {"tool_calls": [{"name": "finish", "arguments": {}}]},
             {"answer": "A"},
         ]
     )
@@ -239,7 +238,6 @@ def test_a_refused_tool_call_is_an_error_span(exporter: InMemorySpanExporter) ->
     lm = imp.ScriptedLM(
         [
             {"tool_calls": [{"name": "nope", "arguments": {}}]},
-            {"tool_calls": [{"name": "finish", "arguments": {}}]},
             {"answer": "x"},
         ]
     )
