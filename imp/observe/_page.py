@@ -38,13 +38,13 @@ h1 { font-size: 20px; margin: 8px 0; } h2 { font-size: 16px; margin: 18px 0 8px;
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; vertical-align: middle; }
 details.step { background: var(--card); border: 1px solid var(--line); border-radius: 6px; margin: 6px 0; }
 details.step > summary { padding: 6px 10px; cursor: pointer; }
-details.step.error { border-color: var(--err); }
+details.step.failed { border-color: var(--err); }
 .step-body { padding: 4px 12px 10px; }
 .meta { color: var(--muted); font-size: 12px; }
 pre { background: #f3f5f8; padding: 6px 8px; border-radius: 4px; white-space: pre-wrap; word-break: break-word;
       margin: 4px 0; font-size: 12px; max-height: 320px; overflow: auto; }
 .tool-call { border-left: 3px solid var(--tool); padding-left: 8px; margin: 6px 0; }
-.tool-call.error { border-left-color: var(--err); }
+.tool-call.failed { border-left-color: var(--err); }
 .mark { display: inline-block; font-size: 11px; padding: 0 6px; border-radius: 8px; margin-left: 6px; }
 .mark.retry { background: #fff3c4; color: #7a5b00; } .mark.projection { background: #e4e0ff; color: #3b2f99; }
 .mark.fail { background: #fde2e1; color: var(--err); }

@@ -173,14 +173,14 @@ def _step(step: Step, picture: Picture, opened: bool) -> str:
             else pretty(tool.output if tool.output is not None else "")
         )
         body.append(
-            f"<div class='tool-call{' error' if tool.error else ''}'><b>{esc(tool.name)}</b>"
+            f"<div class='tool-call{' failed' if tool.error else ''}'><b>{esc(tool.name)}</b>"
             f" <span class='meta'>{esc(tool.call_id)}</span>{outcome}"
             f"<div class='meta'>arguments</div>{pretty(tool.arguments if tool.arguments is not None else {})}"
             f"<div class='meta'>result</div>{result}</div>"
         )
     if step.fields is not None:
         body.append(pretty(step.fields))
-    classes = "step error" if step.error or any(t.error for t in step.tools) else "step"
+    classes = "step failed" if step.error or any(t.error for t in step.tools) else "step"
     return (
         f"<details class='{classes}' id='step-{step.number}' data-search{' open' if opened else ''}>"
         f"{summary}<div class='step-body'>{''.join(body)}</div></details>"
