@@ -34,6 +34,7 @@ from imp.runtime.logging import event_level, get_logger, logs_enabled
 __all__ = [
     "MAX_EVENT_BYTES",
     "BufferedSink",
+    "RawSink",
     "Event",
     "EventSink",
     "Run",
@@ -177,6 +178,16 @@ class Run:
         logged = logs_enabled(level)
         if sink is _log_only and not logged:
             return
+        if not logged and type(sink) is _WithProcessSinks and sink.raw is not None:
+            # Only process-wide sinks that read the payload themselves (OpenTelemetry's, which
+            # redacts what it exports): no Event to build, redact and measure for them.
+            at = time.time()
+            for raw in sink.raw:
+                try:
+                    raw(self, kind, payload, at)
+                except Exception as exc:
+                    self._report(kind, f"{type(exc).__name__}: {exc}")
+            return
         event = Event(self._seq, self.call_id, self.parent_id, kind, time.time(), bound_payload(redact(payload)))
         if sink is not _log_only:
             try:
@@ -226,6 +237,9 @@ class _WithProcessSinks:
 
     own: EventSink | None
     extra: tuple[EventSink, ...]
+    raw: tuple[RawSink, ...] | None = None
+    """With no sink of the run's own and every process sink able to take raw payloads: their
+    `raw_event` methods, handed the payload as emitted (they redact what they keep)."""
 
     def __call__(self, event: Event) -> None:
         failure: Exception | None = None
@@ -242,6 +256,16 @@ class _WithProcessSinks:
                     )
         if failure is not None:
             raise failure
+
+
+RawSink = Callable[["Run", str, Mapping[str, Any], float], object]
+"""`raw_event(run, kind, payload, at)`: a process sink's way to take a payload before it is made an
+`Event` (unredacted and unbounded: the sink redacts whatever it keeps or exports)."""
+
+
+def _raw_sinks(sinks: tuple[EventSink, ...]) -> tuple[RawSink, ...] | None:
+    raw = tuple(getattr(sink, "raw_event", None) for sink in sinks)
+    return None if None in raw else raw  # type: ignore[return-value]
 
 
 def add_process_sink(sink: EventSink) -> None:
@@ -282,7 +306,8 @@ def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> Ru
         if authorize is None:
             authorize = parent.authorize
     if _process_sinks and not (isinstance(sink, _WithProcessSinks) and sink.extra == _process_sinks):
-        sink = _WithProcessSinks(sink.own if isinstance(sink, _WithProcessSinks) else sink, _process_sinks)
+        own = sink.own if isinstance(sink, _WithProcessSinks) else sink
+        sink = _WithProcessSinks(own, _process_sinks, _raw_sinks(_process_sinks) if own is None else None)
     if sink is None and logs_enabled():
         sink = _log_only
     return Run(f"call-{next(_ids)}", parent_id, sink, authorize)
