@@ -9,6 +9,7 @@ programs, on asyncio and trio alike.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ except ImportError:  # pragma: no cover - exercised by installing without the ex
     raise ImportError("imp's OpenTelemetry spans need the opentelemetry-api package: pip install 'imp[otel]'") from None
 
 from imp._redact import redact, redact_text
-from imp.runtime.run import Event, add_process_sink, current_run, remove_process_sink
+from imp.runtime.run import Event, Run, add_process_sink, current_run, remove_process_sink
 from imp.runtime.trace import recent_exchanges
 
 __all__ = ["OtelSink", "instrument_otel", "uninstrument_otel"]
@@ -59,6 +60,8 @@ class _Call:
     """The open spans of one `imp.call`."""
 
     span: Span
+    context: otel_context.Context
+    """The span as a parent, for the call's LM requests and tool calls."""
     token: object | None
     chat: Span | None = None
     tools: dict[str, Span] = field(default_factory=dict)
@@ -83,53 +86,68 @@ class OtelSink:
         self._calls: dict[str, _Call] = {}
 
     def __call__(self, event: Event) -> None:
-        handler = _HANDLERS.get(event.kind)
+        self._handle(event.call_id, event.parent_id, event.kind, event.at, event.payload)
+
+    def raw_event(self, run: Run, kind: str, payload: Mapping[str, Any], at: float) -> None:
+        """The same, for a payload before it is made an event: what is exported is redacted here."""
+        self._handle(run.call_id, run.parent_id, kind, at, payload)
+
+    def _handle(self, call_id: str, parent_id: str | None, kind: str, at: float, payload: Mapping[str, Any]) -> None:
+        handler = _HANDLERS.get(kind)
         if handler is not None:
-            handler(self, event)
-        elif (call := self._calls.get(event.call_id)) is not None:
-            (call.chat or call.span).add_event(f"imp.{event.kind}", _event_attributes(event.payload), _ns(event.at))
+            handler(self, call_id, parent_id, at, payload)
+        elif (call := self._calls.get(call_id)) is not None:
+            (call.chat or call.span).add_event(f"imp.{kind}", _event_attributes(payload, self.include_content), _ns(at))
 
     # --- one call ---------------------------------------------------------------------------------
 
-    def _run_started(self, event: Event) -> None:
-        program = str(event.payload.get("program", "program"))
-        parent = self._calls.get(event.parent_id) if event.parent_id is not None else None
-        context = trace.set_span_in_context(parent.span) if parent is not None else None
+    def _run_started(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+        program = str(payload.get("program", "program"))
+        parent = self._calls.get(parent_id) if parent_id is not None else None
         span = self._tracer.start_span(
             f"invoke_agent {program}",
-            context=context,
+            context=parent.context if parent is not None else None,
             kind=SpanKind.INTERNAL,
-            start_time=_ns(event.at),
+            start_time=_ns(at),
             attributes={
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": program,
-                "imp.call_id": event.call_id,
+                "imp.call_id": call_id,
             },
         )
         token = None
+        context = trace.set_span_in_context(span)
         run = current_run()
-        if run is not None and run.call_id == event.call_id:
+        if run is not None and run.call_id == call_id:
             # Called inline by the run itself: spans other libraries open inside the call (an HTTP
             # client's, a tool's own) nest under it. A sink behind a queue attaches nothing.
-            token = otel_context.attach(trace.set_span_in_context(span))
-        self._calls[event.call_id] = _Call(span, token)
+            token = otel_context.attach(context)
+        self._calls[call_id] = _Call(span, context, token)
 
-    def _run_ended(self, event: Event) -> None:
-        call = self._calls.pop(event.call_id, None)
+    def _run_finished(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+        self._run_ended("run_finished", call_id, at, payload)
+
+    def _run_failed(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+        self._run_ended("run_failed", call_id, at, payload)
+
+    def _run_cancelled(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+        self._run_ended("run_cancelled", call_id, at, payload)
+
+    def _run_ended(self, kind: str, call_id: str, at: float, payload: Mapping[str, Any]) -> None:
+        call = self._calls.pop(call_id, None)
         if call is None:
             return
-        end = _ns(event.at)
-        payload = event.payload
+        end = _ns(at)
         for open_span in (call.chat, *call.tools.values()):
             if open_span is not None:
                 open_span.set_attribute("imp.unfinished", True)
                 open_span.end(end)
         span = call.span
-        if event.kind == "run_finished":
+        if kind == "run_finished":
             span.set_attribute("imp.complete", bool(payload.get("complete", True)))
             if payload.get("termination_reason") is not None:
                 span.set_attribute("imp.termination_reason", str(payload["termination_reason"]))
-        elif event.kind == "run_failed":
+        elif kind == "run_failed":
             kind = _error_type(payload.get("error"))
             span.set_attribute("error.type", kind)
             span.set_status(Status(StatusCode.ERROR, redact_text(str(payload.get("error", "")))))
@@ -142,11 +160,10 @@ class OtelSink:
 
     # --- LM requests --------------------------------------------------------------------------------
 
-    def _model_request(self, event: Event) -> None:
-        call = self._calls.get(event.call_id)
+    def _model_request(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+        call = self._calls.get(call_id)
         if call is None:
             return
-        payload = event.payload
         provider, _, model = str(payload.get("model", "")).partition(":")
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
@@ -157,20 +174,19 @@ class OtelSink:
             if payload.get(key) is not None:
                 attributes[f"imp.{key}"] = payload[key]
         if call.chat is not None:  # an answered request that said nothing more: close it here
-            call.chat.end(_ns(event.at))
+            call.chat.end(_ns(at))
         call.chat = self._tracer.start_span(
             f"chat {model}",
-            context=trace.set_span_in_context(call.span),
+            context=call.context,
             kind=SpanKind.CLIENT,
-            start_time=_ns(event.at),
+            start_time=_ns(at),
             attributes=attributes,
         )
 
-    def _model_retry(self, event: Event) -> None:
-        call = self._calls.get(event.call_id)
+    def _model_retry(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+        call = self._calls.get(call_id)
         if call is None:
             return
-        payload = event.payload
         attributes: dict[str, Any] = {
             "imp.attempt": int(payload.get("attempt") or 0),
             "error.type": str(payload.get("error_type") or "LMError"),
@@ -178,14 +194,13 @@ class OtelSink:
         }
         if payload.get("status") is not None:
             attributes["http.response.status_code"] = int(payload["status"])
-        (call.chat or call.span).add_event("imp.retry", attributes, _ns(event.at))
+        (call.chat or call.span).add_event("imp.retry", attributes, _ns(at))
 
-    def _model_response(self, event: Event) -> None:
-        call = self._calls.get(event.call_id)
+    def _model_response(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+        call = self._calls.get(call_id)
         if call is None or call.chat is None:
             return
         span, call.chat = call.chat, None
-        payload = event.payload
         if payload.get("finish_reason") is not None:
             span.set_attribute("gen_ai.response.finish_reasons", [str(payload["finish_reason"])])
         usage = payload.get("usage") or {}
@@ -202,20 +217,19 @@ class OtelSink:
         if payload.get("cache_hit"):
             span.set_attribute("imp.cache_hit", True)
         self._exchange_attributes(span, payload)
-        span.end(_ns(event.at))
+        span.end(_ns(at))
 
-    def _model_error(self, event: Event) -> None:
-        call = self._calls.get(event.call_id)
+    def _model_error(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+        call = self._calls.get(call_id)
         if call is None or call.chat is None:
             return
         span, call.chat = call.chat, None
-        payload = event.payload
         span.set_attribute("error.type", str(payload.get("error_type") or "LMError"))
         if payload.get("status") is not None:
             span.set_attribute("http.response.status_code", int(payload["status"]))
         self._exchange_attributes(span, payload)
         span.set_status(Status(StatusCode.ERROR, redact_text(str(payload.get("error", "")))))
-        span.end(_ns(event.at))
+        span.end(_ns(at))
 
     def _exchange_attributes(self, span: Span, payload: Any) -> None:
         """Request options, the response's model and id, and (with `include_content`) the messages,
@@ -230,12 +244,12 @@ class OtelSink:
             return  # not this request's exchange (one announced by the program itself)
         if response is not None and response.finish_reason != payload.get("finish_reason"):
             return
-        for key, name in _REQUEST_OPTIONS.items():
-            value = exchange.options.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
+        for key, value in exchange.options.items():
+            name = _REQUEST_OPTIONS.get(key)
+            if name is not None and isinstance(value, int | float) and not isinstance(value, bool):
                 span.set_attribute(name, value)
         stop = exchange.options.get("stop")
-        if isinstance(stop, str | list | tuple) and stop:
+        if stop and isinstance(stop, str | list | tuple):
             span.set_attribute(
                 "gen_ai.request.stop_sequences", [stop] if isinstance(stop, str) else list(map(str, stop))
             )
@@ -259,33 +273,32 @@ class OtelSink:
 
     # --- tool calls -----------------------------------------------------------------------------------
 
-    def _tool_call(self, event: Event) -> None:
-        call = self._calls.get(event.call_id)
+    def _tool_call(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+        call = self._calls.get(call_id)
         if call is None:
             return
-        payload = event.payload
-        name = str(payload.get("tool_name", "tool"))
-        call_id = str(payload.get("tool_call_id", ""))
+        name = redact_text(str(payload.get("tool_name", "tool")))  # both written by the model
+        tool_call_id = redact_text(str(payload.get("tool_call_id", "")))
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,
-            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.call.id": tool_call_id,
             "gen_ai.tool.type": "function",
         }
         if self.include_content and payload.get("arguments") is not None:
             attributes["gen_ai.tool.call.arguments"] = _text(payload["arguments"])
-        call.tools[call_id] = self._tracer.start_span(
+        call.tools[tool_call_id] = self._tracer.start_span(
             f"execute_tool {name}",
-            context=trace.set_span_in_context(call.span),
+            context=call.context,
             kind=SpanKind.INTERNAL,
-            start_time=_ns(event.at),
+            start_time=_ns(at),
             attributes=attributes,
         )
 
-    def _tool_result(self, event: Event) -> None:
-        call = self._calls.get(event.call_id)
-        payload = event.payload
-        span = call.tools.pop(str(payload.get("tool_call_id", "")), None) if call is not None else None
+    def _tool_result(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+        call = self._calls.get(call_id)
+        tool_call_id = redact_text(str(payload.get("tool_call_id", "")))
+        span = call.tools.pop(tool_call_id, None) if call is not None else None
         if span is None:
             return
         outcome = str(payload.get("outcome") or "result")
@@ -295,14 +308,15 @@ class OtelSink:
         if outcome != "result":
             span.set_attribute("error.type", outcome)
             span.set_status(Status(StatusCode.ERROR, redact_text(str(payload.get("error") or outcome))))
-        span.end(_ns(event.at))
+        span.end(_ns(at))
 
 
-def _event_attributes(payload: Any) -> dict[str, Any]:
-    """A span event's attributes: scalars as they are, anything else as redacted JSON text."""
+def _event_attributes(payload: Mapping[str, Any], include_content: bool) -> dict[str, Any]:
+    """A span event's attributes (redacted): scalars as they are, anything else as JSON text; the
+    model's reasoning text only with `include_content`."""
     out: dict[str, Any] = {}
-    for key, value in payload.items():
-        if key in ("text",):  # the model's reasoning is content
+    for key, value in redact(dict(payload)).items():
+        if key == "text" and not include_content:
             continue
         if isinstance(value, bool | int | float | str):
             out[f"imp.{key}"] = redact_text(value) if isinstance(value, str) else value
@@ -313,9 +327,9 @@ def _event_attributes(payload: Any) -> dict[str, Any]:
 
 _HANDLERS = {
     "run_started": OtelSink._run_started,
-    "run_finished": OtelSink._run_ended,
-    "run_failed": OtelSink._run_ended,
-    "run_cancelled": OtelSink._run_ended,
+    "run_finished": OtelSink._run_finished,
+    "run_failed": OtelSink._run_failed,
+    "run_cancelled": OtelSink._run_cancelled,
     "model_request": OtelSink._model_request,
     "model_retry": OtelSink._model_retry,
     "model_response": OtelSink._model_response,
