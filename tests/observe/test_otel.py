@@ -151,12 +151,22 @@ def test_a_react_run_with_concurrent_tools_and_a_retried_request(exporter: InMem
     assert "Oslo" not in text and "sunny" not in text and "Check both" not in text
 
 
-def test_content_is_recorded_only_when_asked_and_redacted_even_then() -> None:
+@pytest.mark.parametrize("installed", [False, True], ids=["on_event", "process-wide"])
+def test_content_is_recorded_only_when_asked_and_redacted_even_then(installed: bool) -> None:
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    sink = OtelSink(provider, include_content=True)  # as a call's own on_event sink
-    anyio.run(lambda: _react_run(sink=sink))
+    if installed:  # the sink sees payloads before they are made (redacted) events
+        from imp.observe.otel import uninstrument_otel
+
+        imp.instrument_otel(provider, include_content=True)
+        try:
+            anyio.run(_react_run)
+        finally:
+            uninstrument_otel()
+    else:  # a call's own on_event sink, handed redacted events
+        sink = OtelSink(provider, include_content=True)
+        anyio.run(lambda: _react_run(sink=sink))
     spans = list(memory.get_finished_spans())
     assert len(spans) == 5
     chat = next(s for s in spans if s.name == "chat gpt-4o")
@@ -219,7 +229,7 @@ def test_parents_are_right_under_parallel_and_nested_programs(exporter: InMemory
 
 def test_an_error_sets_the_status_and_its_type(exporter: InMemorySpanExporter) -> None:
     def down(messages: Any, options: Any) -> Any:
-        raise imp.LMError("the provider is down", status=503, provider="scripted", retryable=False)
+        raise imp.LMError(f"the provider is down (key {SECRET})", status=503, provider="scripted", retryable=False)
 
     qa = imp.predict("question -> answer", lm=imp.StaticLM(down))
     with pytest.raises(imp.LMError):
@@ -232,6 +242,7 @@ def test_an_error_sets_the_status_and_its_type(exporter: InMemorySpanExporter) -
         assert dict(span.attributes or {})["error.type"] == "LMError"
     assert dict(chat.attributes or {})["http.response.status_code"] == 503
     assert "provider is down" in (chat.status.description or "")
+    assert SECRET not in _everything(spans)
 
 
 def test_a_refused_tool_call_is_an_error_span(exporter: InMemorySpanExporter) -> None:
