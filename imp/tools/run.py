@@ -35,7 +35,7 @@ from imp.tools.authorization import (
     ask_authorizer,
 )
 from imp.tools.errors import ExecutionCancelled, ToolError
-from imp.tools.events import EventHandler, ToolEvent
+from imp.tools.events import EventHandler, ToolEvent, _current_tool_call
 from imp.tools.policy import ToolPolicy, check_policy, validate_policy
 from imp.tools.schema import check_arguments, decode_arguments, describe_problems
 from imp.tools.tool import Tool
@@ -275,6 +275,7 @@ class _Step:
     # --- one call -------------------------------------------------------------------------
 
     async def run(self, slot: _Slot) -> None:
+        _current_tool_call.set(slot.call.id)  # this task runs this call alone; its context ends with it
         try:
             await self._run(slot)
         except anyio.get_cancelled_exc_class():
