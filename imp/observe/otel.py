@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - exercised by installing without the ex
 from imp._redact import redact, redact_text
 from imp.runtime.run import Event, Run, add_process_sink, current_run, remove_process_sink
 from imp.runtime.trace import recent_exchanges
+from imp.tools.events import current_tool_call_id
 
 __all__ = ["OtelSink", "instrument_otel", "uninstrument_otel"]
 
@@ -104,9 +105,16 @@ class OtelSink:
     def _run_started(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
         program = str(payload.get("program", "program"))
         parent = self._calls.get(parent_id) if parent_id is not None else None
+        context = None
+        if parent is not None:
+            context = parent.context
+            tool_call_id = current_tool_call_id()  # a program called by a tool nests under the tool's span
+            tool = parent.tools.get(redact_text(tool_call_id)) if tool_call_id is not None else None
+            if tool is not None:
+                context = trace.set_span_in_context(tool)
         span = self._tracer.start_span(
             f"invoke_agent {program}",
-            context=parent.context if parent is not None else None,
+            context=context,
             kind=SpanKind.INTERNAL,
             start_time=_ns(at),
             attributes={

@@ -198,7 +198,13 @@ def test_parents_are_right_under_parallel_and_nested_programs(exporter: InMemory
 
     lm = imp.ScriptedLM(
         [
-            {"next_thought": "ask", "tool_calls": [{"name": "ask_expert", "arguments": {"question": "a"}}]},
+            {
+                "next_thought": "ask",
+                "tool_calls": [
+                    {"name": "ask_expert", "arguments": {"question": "a"}},
+                    {"name": "ask_expert", "arguments": {"question": "b"}},
+                ],
+            },
             {"answer": "A"},
         ]
     )
@@ -219,11 +225,21 @@ def test_parents_are_right_under_parallel_and_nested_programs(exporter: InMemory
             assert [s.name for s in _children(spans, root)] == ["chat static"]
     (react_span,) = [s for s in roots if s.name == "invoke_agent ReAct"]
     kids = _children(spans, react_span)
-    nested = [s for s in kids if s.name == "invoke_agent Predict"]
-    assert len(nested) == 1 and [s.name for s in _children(spans, nested[0])] == ["chat static"]
-    assert "execute_tool ask_expert" in [s.name for s in kids]
+    assert [s.name for s in kids] == [
+        "chat scripted",
+        "execute_tool ask_expert",
+        "execute_tool ask_expert",
+        "chat scripted",
+    ]
+    for tool_span in kids[1:3]:  # each program a tool called nests under that tool's own span
+        nested = _children(spans, tool_span)
+        assert [s.name for s in nested] == ["invoke_agent Predict"]
+        assert [s.name for s in _children(spans, nested[0])] == ["chat static"]
+        assert tool_span.start_time is not None and nested[0].start_time is not None
+        assert tool_span.end_time is not None and nested[0].end_time is not None
+        assert tool_span.start_time <= nested[0].start_time and nested[0].end_time <= tool_span.end_time
     # inside the tool, the current span (for other libraries' spans) is the agent's own
-    assert seen == [react_span.context.span_id.to_bytes(8, "big").hex()]
+    assert seen == [react_span.context.span_id.to_bytes(8, "big").hex()] * 2
     _check_names(spans)
 
 
