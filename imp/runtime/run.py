@@ -278,7 +278,7 @@ def add_process_sink(sink: EventSink) -> None:
 def remove_process_sink(sink: EventSink) -> None:
     """Stop handing events to a sink given to `add_process_sink` (nothing happens if it was not)."""
     global _process_sinks
-    _process_sinks = tuple(s for s in _process_sinks if s is not sink)
+    _process_sinks = tuple(s for s in _process_sinks if s != sink)  # equal, not identical: `events.append` twice
 
 
 def run_needed() -> bool:
