@@ -307,3 +307,44 @@ def test_import_imp_imports_no_opentelemetry_and_a_missing_extra_says_how_to_ins
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'imp[otel]'" in out.stdout
+
+
+def test_a_cancelled_call_ends_its_spans_and_leaves_no_current_span(exporter: InMemorySpanExporter) -> None:
+    async def slow(messages: Any, options: Any) -> Any:
+        await anyio.sleep(5)
+        return {"answer": "late"}
+
+    qa = imp.predict("question -> answer", lm=imp.StaticLM(slow))
+
+    async def main() -> bool:
+        with anyio.move_on_after(0.05):
+            await imp.call(qa, question="q")
+        return trace.get_current_span().get_span_context().is_valid
+
+    assert anyio.run(main) is False  # the call's span is no longer current after it
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"invoke_agent Predict", "chat static"}
+    assert dict(spans["invoke_agent Predict"].attributes or {})["imp.cancelled"] is True
+    assert dict(spans["chat static"].attributes or {})["imp.unfinished"] is True
+
+
+def test_a_context_projection_is_a_span_event() -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    sink = OtelSink(provider)
+
+    def event(seq: int, kind: str, **payload: Any) -> imp.Event:
+        return imp.Event(seq, "call-x", None, kind, 100.0 + seq, payload)
+
+    sink(event(1, "run_started", program="ReAct"))
+    sink(event(2, "model_request", model="openai:gpt-4o", step=3))
+    sink(event(3, "context_projected", step=3, omitted_steps=2, recovery_requests=1, reason="context_window_exceeded"))
+    sink(event(4, "model_response", model="openai:gpt-4o", finish_reason="stop", usage={"input_tokens": 9}))
+    sink(event(5, "run_finished", complete=True, termination_reason="answered"))
+    chat = next(s for s in memory.get_finished_spans() if s.name == "chat gpt-4o")
+    (projected,) = chat.events
+    assert projected.name == "imp.context_projected" and projected.timestamp == 103_000_000_000
+    assert dict(projected.attributes or {})["imp.omitted_steps"] == 2
+    assert chat.start_time == 102_000_000_000 and chat.end_time == 104_000_000_000
+    _check_names(list(memory.get_finished_spans()))
