@@ -22,7 +22,8 @@ _SECRET_KEY = re.compile(
     r"^jwt$|^bearer$|signing[_-]?key)",
     re.IGNORECASE,
 )
-# Credential-bearing key names written inline in text, e.g. `api_key=abc123` or `"password": "x"`.
+# Credential-bearing key names written inline in text, e.g. `api_key=abc123` or `"password": "x"`;
+# a value already replaced is matched whole and kept, so redacting twice gives the same text.
 _INLINE_KEY = (
     r"(?:api[_-]?key|apikey|auth[_-]?token|access[_-]?token|refresh[_-]?token|client[_-]?secret|secret[_-]?key|"
     r"password|passwd|secret|token)"
@@ -42,7 +43,7 @@ _SECRET_VALUE = re.compile(
 )
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)(?P<secret>[^\s@/]+)(?P<at>@)", re.IGNORECASE)
 _INLINE = re.compile(
-    r"(?P<head>\b" + _INLINE_KEY + r"""["']?\s*[:=]\s*["']?)(?P<secret>[^\s"',;&)}\]]{4,})""",
+    r"(?P<head>\b" + _INLINE_KEY + r"""["']?\s*[:=]\s*["']?)(?P<secret>\[REDACTED\]|[^\s"',;&)}\]]{4,})""",
     re.IGNORECASE,
 )
 # Cheap test before the regexes: a string without any of these cannot hold a secret shape.
@@ -65,7 +66,7 @@ def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:
     if "://" in text:
         text = _URL_PASSWORD.sub(lambda m: m["head"] + REDACTED + m["at"], text)
     if "=" in text or ":" in text:
-        text = _INLINE.sub(lambda m: m["secret"] if m["secret"] == REDACTED else m["head"] + REDACTED, text)
+        text = _INLINE.sub(lambda m: m[0] if m["secret"] == REDACTED else m["head"] + REDACTED, text)
     return text
 
 
