@@ -87,7 +87,8 @@ class Step:
 class Picture:
     """Everything a run's page shows."""
 
-    program: str = "run"
+    program: str = ""
+    """The root call's program, when the run's events say it."""
     reason: str | None = None
     cause: str | None = None
     complete: bool | None = None
@@ -170,14 +171,43 @@ def _from_prediction(prediction: Prediction) -> Picture:
     history = meta.history
     turns: list[Any] = list(history.dump().get("messages", [])) if history is not None else []
     for number, turn in enumerate(turns, 1):
-        step = Step(number, "call", fields=redact(turn) if isinstance(turn, Mapping) else {"turn": redact(turn)})
-        calls = turn.get("tool_calls") if isinstance(turn, Mapping) else None
-        if isinstance(calls, list):
-            picture.tool_calls += len(calls)
+        step = _turn_step(number, redact(turn) if isinstance(turn, Mapping) else {"turn": redact(turn)})
+        picture.tool_calls += len(step.tools)
         picture.steps.append(step)
     if meta.context_projection:
         picture.projections = 1
     return picture
+
+
+_THOUGHT, _CALLS, _RESULTS = "next_thought", "tool_calls", "tool_call_results"
+"""The keys of a history turn's dump (`History.dump()`) that a step shows as its thought and calls."""
+
+
+def _turn_step(number: int, turn: Mapping[str, Any]) -> Step:
+    """A step from one dumped history turn: its thought, its tool calls paired with their results,
+    and the rest of its fields (inputs, outputs, notes) as they are."""
+    rest = {k: v for k, v in turn.items() if k not in (_THOUGHT, _CALLS, _RESULTS)}
+    step = Step(number, "call", fields=rest or None)
+    thought = turn.get(_THOUGHT)
+    if isinstance(thought, str) and thought:
+        step.thought = redact_text(thought)
+    results = {r.get("id"): r for r in turn.get(_RESULTS) or () if isinstance(r, Mapping)}
+    for call in turn.get(_CALLS) or ():
+        if not isinstance(call, Mapping):
+            continue
+        result = results.get(call.get("id"), {})
+        error = result.get("error")
+        step.tools.append(
+            ToolRow(
+                str(call.get("name", "tool")),
+                str(call.get("id", "")),
+                arguments=call.get("arguments"),
+                output=result.get("result"),
+                error=_text(error) if error is not None else None,
+                outcome=result.get("outcome"),
+            )
+        )
+    return step
 
 
 class _Builder:

@@ -29,7 +29,7 @@ def trace_html(source: Source, path: str | Path) -> Path:
 def render_trace(source: Source, *, title: str | None = None) -> str:
     """The HTML page of a run, as text."""
     picture = picture_of(source)
-    name = title or f"imp run: {picture.program}"
+    name = title or (f"imp run: {picture.program}" if picture.program else "imp run")
     body = [f"<header><h1>{esc(name)}</h1>{_summary(picture)}</header><main>"]
     body.append(_timeline(picture))
     if picture.outputs:
@@ -140,11 +140,13 @@ def _step(step: Step, picture: Picture, opened: bool) -> str:
         marks += "<span class='mark'>forced</span>"
     caller = picture.calls.get(step.call_id)
     where = f" · {esc(caller)} {esc(step.call_id)}" if caller and len(picture.calls) > 1 else ""
-    tokens = f" · {step.input_tokens} in / {step.output_tokens} out" if step.model else ""
+    facts = [step.model, f"{step.input_tokens} in / {step.output_tokens} out"] if step.model else []
+    if step.duration is not None:
+        facts.append(_seconds(step.duration))
+    if step.finish_reason:
+        facts.append(step.finish_reason)
     summary = (
-        f"<summary><b>Step {step.number}</b>{where} <span class='meta'>{esc(step.model)}{tokens}"
-        f" · {esc(_seconds(step.duration))}{f' · {esc(step.finish_reason)}' if step.finish_reason else ''}"
-        f"</span>{marks}</summary>"
+        f"<summary><b>Step {step.number}</b>{where} <span class='meta'>{esc(' · '.join(facts))}</span>{marks}</summary>"
     )
     body = []
     if step.thought:

@@ -143,7 +143,16 @@ def test_a_prediction_draws_its_history_without_a_timeline(tmp_path: Path) -> No
     prediction, _ = recorded_run()
     page = imp.trace_html(prediction, tmp_path / "p.html").read_text(encoding="utf-8")
     assert "No timings" in page and ">answered<" in page and "sunny in both" in page
-    assert "Ask for both cities at once." in page and SECRET not in page
+    assert "Ask for both cities at once." in page and SECRET not in page and "]]" not in _text_of(page)
+    picture = picture_of(prediction)
+    assert [len(s.tools) for s in picture.steps] == [2, 1, 0] and picture.tool_calls == 3
+    assert (
+        picture.steps[0].tools[1].arguments == {"city": "Rome"} and picture.steps[0].tools[1].output == "sunny in Rome"
+    )
+    assert picture.steps[1].tools[0].outcome == "unknown" and "weather service is down" in str(
+        picture.steps[1].tools[0].error
+    )
+    assert page.count("class='tool-call failed'") == 1 and picture.requests == 3
 
 
 def test_bad_sources_get_clear_errors() -> None:
