@@ -98,3 +98,47 @@ def test_a_recorded_run_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert failed["label"] == "broken" and failed["color"] == "rgb(208, 49, 45)"  # errors in red
     lm_bars = sorted((b["box"] for b in bars if b["kind"] == "lm"), key=lambda b: b["x"])
     assert lm_bars[0]["x"] < oslo["x"] < lm_bars[1]["x"]  # the time axis runs left to right
+
+
+_REPORT_PROBE = """
+<script>
+(function () {
+  var fills = Array.prototype.map.call(document.querySelectorAll('#distribution .fill'), function (f) {
+    return f.getBoundingClientRect().height;
+  });
+  var rows = Array.prototype.map.call(document.querySelectorAll('#rows tbody tr'), function (r) {
+    return {index: r.getAttribute('data-index'), failed: r.classList.contains('failed'),
+            link: (r.querySelector('a') || {}).href || null};
+  });
+  var out = document.createElement('pre');
+  out.id = 'probe';
+  out.textContent = JSON.stringify({fills: fills, rows: rows, score: document.getElementById('score').textContent});
+  document.body.appendChild(out);
+})();
+</script>
+"""
+
+
+def test_an_evaluation_page_renders_in_headless_chromium(tmp_path: Path) -> None:
+    from test_report_html import _report
+
+    page = _report().save_html(tmp_path / "eval.html")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    _chromium(
+        "--window-size=1200,800",
+        f"--screenshot={ARTIFACTS / 'report_html.png'}",
+        page.as_uri(),
+        profile=tmp_path / "p1",
+    )
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", _REPORT_PROBE + "</body>"), encoding="utf-8")
+    dom = _chromium("--virtual-time-budget=3000", "--dump-dom", probed.as_uri(), profile=tmp_path / "p2").stdout
+    found = re.search(r"<pre id=\"probe\">(.*?)</pre>", dom, re.S)
+    assert found is not None, dom[-2000:]
+    data = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert data["score"] == "0.600"
+    fills = data["fills"]
+    assert len(fills) == 10 and fills[9] > fills[0] > 2 and fills[5] <= 1.5  # 3 passes, 2 zeros, nothing between
+    assert [r["index"] for r in data["rows"]] == ["3", "2", "0", "1", "4"] and data["rows"][0]["failed"]
+    for row in data["rows"][1:]:  # each linked run page exists where the link points
+        assert row["link"].startswith("file://") and Path(row["link"][len("file://") :]).is_file()
