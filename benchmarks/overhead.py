@@ -19,6 +19,9 @@ The runners, for each signature (`question -> answer`, and the escalation signat
 - imp async: `await imp.call(program, inputs)` on a zero-latency `imp.LM`.
 - imp sync: `imp.call_sync(program, inputs)` (one event loop per call, as a script would use it).
 - imp async, ScriptedLM: the same as imp async, on `imp.ScriptedLM` (which records every request).
+- imp async, OpenTelemetry on: the same as imp async with `imp.observe.otel.OtelSink` installed
+  process-wide as `imp.instrument_otel()` does, spans made by the OpenTelemetry SDK and handed to an
+  exporter that drops them; "API only" is the same sink on the API's no-op tracer (imp's own part).
 
 The headline is imp async / DSPy sync; the target is at most 0.20 (five times faster).
 """
@@ -124,11 +127,72 @@ def imp_runners(case: Case) -> list[Runner]:
     def check() -> Mapping[str, Any]:
         return imp.call_sync(program, inputs).fields
 
-    return [
+    runners = [
         Runner("imp  await imp.call", check, run_async=run_async),
         Runner("imp  imp.call_sync", check, sync=run_sync),
         Runner("imp  await imp.call (ScriptedLM)", check, run_async=run_scripted),
     ]
+    traced = otel_sink()
+    if traced is not None:
+        from imp.runtime.run import add_process_sink, remove_process_sink
+
+        async def run_traced() -> imp.Prediction:
+            # as imp.instrument_otel() installs it, for this runner's calls only
+            add_process_sink(traced)
+            try:
+                return await imp.call(program, inputs)
+            finally:
+                remove_process_sink(traced)
+
+        runners.append(Runner(OTEL_LABEL, check, run_async=run_traced))
+    api_only = otel_sink(sdk=False)
+    if api_only is not None:
+        from imp.runtime.run import add_process_sink, remove_process_sink
+
+        async def run_api_only() -> imp.Prediction:
+            add_process_sink(api_only)
+            try:
+                return await imp.call(program, inputs)
+            finally:
+                remove_process_sink(api_only)
+
+        runners.append(Runner(OTEL_API_LABEL, check, run_async=run_api_only))
+    return runners
+
+
+OTEL_LABEL = "imp  await imp.call (OpenTelemetry on)"
+OTEL_API_LABEL = "imp  await imp.call (OpenTelemetry API only)"
+OTEL_GOAL_US = 20.0
+"""What OpenTelemetry spans may add per LM request (here one `chat` and one `invoke_agent` span)."""
+
+
+def otel_sink(sdk: bool = True) -> Any:
+    """imp's OpenTelemetry sink on the SDK's tracer provider, its spans handed to an exporter that
+    keeps nothing (what is timed is imp and the SDK, not a collector); with `sdk=False`, on the
+    API's no-op provider (what imp itself adds). None without the packages."""
+    if not sdk:
+        try:
+            from opentelemetry.trace import NoOpTracerProvider
+
+            from imp.observe.otel import OtelSink
+        except ImportError:
+            return None
+        return OtelSink(NoOpTracerProvider())
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+        from imp.observe.otel import OtelSink
+    except ImportError:
+        return None
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Drop()))
+    return OtelSink(provider)
 
 
 # --- DSPy ------------------------------------------------------------------------------------
@@ -307,6 +371,15 @@ def print_table(case: Case, runners: list[Runner], n: int) -> None:
             f"  => imp await imp.call / DSPy sync = {ratio:.3f} ({base / imp_async:.1f}x faster); "
             f"target <= {TARGET_RATIO:.2f}: {verdict}"
         )
+    traced = next((r for r in runners if r.label == OTEL_LABEL), None)
+    if traced is not None:
+        added = median(traced.results) - imp_async
+        verdict = "meets" if added <= OTEL_GOAL_US else "MISSES"
+        print(f"  => OpenTelemetry on adds {added:.1f} µs per LM request; goal < {OTEL_GOAL_US:.0f} µs: {verdict}")
+    api_only = next((r for r in runners if r.label == OTEL_API_LABEL), None)
+    if api_only is not None:
+        own = median(api_only.results) - imp_async
+        print(f"  => of which imp's own part (events and the sink, no SDK): {own:.1f} µs")
     dspy_fastest = min((median(r.results) for r in runners if r.label.startswith("DSPy")), default=None)
     if dspy_fastest and dspy_fastest < (base or float("inf")):
         print(

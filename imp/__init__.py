@@ -31,6 +31,8 @@ from imp.lm import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamE
 
 if TYPE_CHECKING:
     from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match, parallel
+    from imp.observe.otel import instrument_otel
+    from imp.observe.trace_html import trace_html
     from imp.saving import ChecksumError, LoadError, SaveError, load, save
 
 from imp.lm._factory import lm
@@ -62,6 +64,8 @@ __version__ = "0.1.0"
 
 
 _LAZY = {
+    "instrument_otel": "imp.observe.otel",
+    "trace_html": "imp.observe.trace_html",
     "EvaluationError": "imp.evaluation",
     "EvaluationReport": "imp.evaluation",
     "Score": "imp.evaluation",
@@ -168,6 +172,7 @@ __all__ = [
     "exact_match",
     "format_tool_result",
     "inspect_history",
+    "instrument_otel",
     "lm",
     "load",
     "parallel",
@@ -179,4 +184,5 @@ __all__ = [
     "settings",
     "signature",
     "tool",
+    "trace_html",
 ]

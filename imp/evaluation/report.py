@@ -177,6 +177,14 @@ class EvaluationReport:
         target.write_text(buffer.getvalue(), encoding="utf-8", newline="")
         return target
 
+    def save_html(self, path: str | Path) -> Path:
+        """Write a self-contained page (redacted): the score, the distribution of scores, errors and
+        the lowest scores first, usage and duration totals, each row linked to its run's page (written
+        into `<name>.runs/` beside it); returns the path."""
+        from imp.observe.report_html import save_report_html
+
+        return save_report_html(self, path)
+
     def summary(self) -> str:
         """One line: score, rows, errors, tokens and time."""
         usage = self.usage

@@ -76,6 +76,7 @@ async def call(
             "run_finished",
             complete=prediction.complete,
             termination_reason=prediction.metadata.termination_reason,
+            termination_cause=prediction.metadata.termination_cause,
         )
         return prediction
 

@@ -172,10 +172,11 @@ def model_response_fields(lm: LM, response: LMResponse, duration: float) -> dict
 
 
 def model_error_fields(lm: LM, error: LMError, duration: float) -> dict[str, Any]:
-    """What a `model_error` event says: model, status, whether retryable, the error, duration."""
+    """What a `model_error` event says: model, status, whether retryable, the error and its type, duration."""
     return {
         "model": f"{lm.provider}:{lm.model}",
         "status": error.status,
+        "error_type": type(error).__name__,
         "retryable": error.retryable,
         "error": str(error),
         "duration": round(duration, 6),

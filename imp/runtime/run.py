@@ -33,13 +33,16 @@ from imp.runtime.logging import event_level, get_logger, logs_enabled
 __all__ = [
     "MAX_EVENT_BYTES",
     "BufferedSink",
+    "RawSink",
     "Event",
     "EventSink",
     "Run",
+    "add_process_sink",
     "bound_payload",
     "buffered_sink",
     "current_run",
     "emit",
+    "remove_process_sink",
     "run_needed",
     "run_scope",
 ]
@@ -173,6 +176,16 @@ class Run:
         logged = logs_enabled(level)
         if sink is _log_only and not logged:
             return
+        if not logged and type(sink) is _WithProcessSinks and sink.raw is not None:
+            # Only process-wide sinks that read the payload themselves (OpenTelemetry's, which
+            # redacts what it exports): no Event to build, redact and measure for them.
+            at = time.time()
+            for raw in sink.raw:
+                try:
+                    raw(self, kind, payload, at)
+                except Exception as exc:
+                    self._report(kind, f"{type(exc).__name__}: {exc}")
+            return
         event = Event(self._seq, self.call_id, self.parent_id, kind, time.time(), bound_payload(redact(payload)))
         if sink is not _log_only:
             try:
@@ -212,10 +225,65 @@ def emit(kind: str, **payload: Any) -> None:
         run.emit(kind, **payload)
 
 
+_process_sinks: tuple[EventSink, ...] = ()
+"""Sinks that see every run's events in this process (`imp.instrument_otel` installs one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _WithProcessSinks:
+    """A run's own sink (or none) followed by the process-wide sinks, each guarded on its own."""
+
+    own: EventSink | None
+    extra: tuple[EventSink, ...]
+    raw: tuple[RawSink, ...] | None = None
+    """With no sink of the run's own and every process sink able to take raw payloads: their
+    `raw_event` methods, handed the payload as emitted (they redact what they keep)."""
+
+    def __call__(self, event: Event) -> None:
+        failure: Exception | None = None
+        for sink in self.extra if self.own is None else (self.own, *self.extra):
+            try:
+                result = sink(event)
+            except Exception as exc:  # the others still get the event; the run reports the first failure
+                failure = failure or exc
+            else:
+                if inspect.iscoroutine(result):
+                    result.close()
+                    failure = failure or TypeError(
+                        "on_event returned an awaitable; wrap an async sink in buffered_sink()"
+                    )
+        if failure is not None:
+            raise failure
+
+
+RawSink = Callable[["Run", str, Mapping[str, Any], float], object]
+"""`raw_event(run, kind, payload, at)`: a process sink's way to take a payload before it is made an
+`Event` (unredacted and unbounded: the sink redacts whatever it keeps or exports)."""
+
+
+def _raw_sinks(sinks: tuple[EventSink, ...]) -> tuple[RawSink, ...] | None:
+    raw = tuple(getattr(sink, "raw_event", None) for sink in sinks)
+    return None if None in raw else raw  # type: ignore[return-value]
+
+
+def add_process_sink(sink: EventSink) -> None:
+    """Hand every run's events in this process to `sink` too, besides each call's own `on_event`."""
+    global _process_sinks
+    if sink not in _process_sinks:
+        _process_sinks = (*_process_sinks, sink)
+
+
+def remove_process_sink(sink: EventSink) -> None:
+    """Stop handing events to a sink given to `add_process_sink` (nothing happens if it was not)."""
+    global _process_sinks
+    _process_sinks = tuple(s for s in _process_sinks if s != sink)  # equal, not identical: `events.append` twice
+
+
 def run_needed() -> bool:
     """Whether a call with no sink and no authorizer of its own still needs a run: it is nested in
-    one (whose sink and authorizer it inherits), or the `imp` logger is on (its events are logged)."""
-    return _current.get() is not None or logs_enabled()
+    one (whose sink and authorizer it inherits), a process-wide sink listens, or the `imp` logger
+    is on (its events are logged)."""
+    return _current.get() is not None or bool(_process_sinks) or logs_enabled()
 
 
 def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> Run:
@@ -235,6 +303,9 @@ def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> Ru
         parent_id = parent.call_id
         if authorize is None:
             authorize = parent.authorize
+    if _process_sinks and not (isinstance(sink, _WithProcessSinks) and sink.extra == _process_sinks):
+        own = sink.own if isinstance(sink, _WithProcessSinks) else sink
+        sink = _WithProcessSinks(own, _process_sinks, _raw_sinks(_process_sinks) if own is None else None)
     if sink is None and logs_enabled():
         sink = _log_only
     return Run(f"call-{next(_ids)}", parent_id, sink, authorize)

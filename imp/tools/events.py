@@ -6,13 +6,23 @@ A small stand-in until imp's runtime events module exists: the runtime will tran
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from imp._redact import redact
 from imp.history import ToolOutcome, ToolResult
 
-__all__ = ["EventHandler", "ToolEvent", "ToolEventKind"]
+__all__ = ["EventHandler", "ToolEvent", "ToolEventKind", "current_tool_call_id"]
+
+_current_tool_call: ContextVar[str | None] = ContextVar("imp_tool_call", default=None)
+"""Set in the task that runs one tool call (each runs in a task of its own)."""
+
+
+def current_tool_call_id() -> str | None:
+    """The id of the tool call this code runs under, if any: a trace nests a program it calls under it."""
+    return _current_tool_call.get()
+
 
 type ToolEventKind = Literal["tool_call", "tool_result"]
 """`tool_call`: the call was received (before lookup, policy, schema and authorization);

@@ -32,7 +32,7 @@ from imp.tools.authorization import (
     ask_authorizer,
 )
 from imp.tools.errors import ExecutionCancelled, ToolError
-from imp.tools.events import EventHandler, ToolEvent
+from imp.tools.events import EventHandler, ToolEvent, _current_tool_call
 from imp.tools.policy import ToolPolicy, check_policy, validate_policy
 from imp.tools.schema import check_arguments, decode_arguments, describe_problems
 from imp.tools.tool import Tool
@@ -212,6 +212,7 @@ class _Step:
 
     async def run(self, slot: _Slot) -> None:
         """Decide one call, then run it if it was not refused; every path records its result."""
+        _current_tool_call.set(slot.call.id)  # this task runs this call alone; its context ends with it
         try:
             decided = await self._decide(slot)
             if decided is not None:

@@ -1,0 +1,376 @@
+"""A run as typed records for a picture: timeline bars, steps, totals, read from events or a prediction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from imp._redact import redact, redact_text
+from imp.prediction import Prediction
+from imp.runtime.run import Event
+
+__all__ = ["Bar", "Picture", "Source", "Step", "ToolRow", "load_events", "picture_of"]
+
+BarKind = Literal["lm", "tool"]
+"""An LM request's bar or a tool call's."""
+
+
+class _Recorded(Protocol):
+    """Anything holding a run's events, such as `imp.observe.Recorder`."""
+
+    @property
+    def events(self) -> list[Event]: ...
+
+
+Source = Prediction | _Recorded | Iterable[Event | Mapping[str, Any]]
+"""What a picture is drawn from: a prediction, a recorder, or a run's events."""
+
+
+@dataclass(slots=True)
+class Bar:
+    """One LM request or tool call on the time axis, in seconds from the run's start."""
+
+    kind: BarKind
+    label: str
+    call_id: str
+    start: float
+    end: float
+    lane: int = 0
+    error: str | None = None
+    retries: int = 0
+    step: int | None = None
+
+
+@dataclass(slots=True)
+class ToolRow:
+    """One tool call of a step: its arguments and its result or error."""
+
+    name: str
+    call_id: str
+    arguments: Any = None
+    output: Any = None
+    error: str | None = None
+    outcome: str | None = None
+    duration: float | None = None
+
+
+@dataclass(slots=True)
+class Step:
+    """One LM request and what came of it: the thought, the tool calls, tokens, duration."""
+
+    number: int
+    call_id: str
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    duration: float | None = None
+    finish_reason: str | None = None
+    thought: str | None = None
+    tools: list[ToolRow] = field(default_factory=list)
+    error: str | None = None
+    retries: list[str] = field(default_factory=list)
+    projection: str | None = None
+    forced: bool = False
+    asked: list[str] | None = None
+    """The tools the reply asked for (None until the reply came)."""
+    messages: list[Mapping[str, Any]] = field(default_factory=list)
+    """The messages sent, when the run was recorded with content (`imp.observe.Recorder`)."""
+    reply: Any = None
+    fields: Mapping[str, Any] | None = None
+    """The turn's recorded fields, for a picture drawn from a prediction's history."""
+
+
+@dataclass(slots=True)
+class Picture:
+    """Everything a run's page shows."""
+
+    program: str = ""
+    """The root call's program, when the run's events say it."""
+    reason: str | None = None
+    cause: str | None = None
+    complete: bool | None = None
+    error: str | None = None
+    outputs: Mapping[str, Any] | None = None
+    duration: float | None = None
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    retries: int = 0
+    projections: int = 0
+    bars: list[Bar] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    calls: dict[str, str] = field(default_factory=dict)
+    """Each call's id and program name, in the order the calls started."""
+
+
+def load_events(path: str | Path) -> list[Event]:
+    """The events of a JSON Lines file, one `Event.dump()` per line (blank lines skipped)."""
+    events = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number} is not a JSON event line: {exc}") from None
+        events.append(_event(data, f"{path}:{number}"))
+    return events
+
+
+def _event(data: Any, where: str) -> Event:
+    if isinstance(data, Event):
+        return data
+    if not isinstance(data, Mapping) or not isinstance(data.get("kind"), str):
+        raise ValueError(f"{where}: an event is an imp.Event or its dump() with a `kind`, got {data!r:.80}")
+    payload = {k: v for k, v in data.items() if k not in ("seq", "call_id", "parent_id", "kind", "at")}
+    return Event(
+        int(data.get("seq") or 0),
+        str(data.get("call_id") or "call"),
+        data.get("parent_id"),
+        data["kind"],
+        float(data.get("at") or 0.0),
+        payload,
+    )
+
+
+def _text(value: Any) -> str:
+    return redact_text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
+
+
+def picture_of(source: Source) -> Picture:
+    """The picture of a prediction (its history, no timings) or of a run's events (with a timeline)."""
+    if isinstance(source, Prediction):
+        return _from_prediction(source)
+    recorded = getattr(source, "events", None)  # an imp.observe.Recorder
+    if isinstance(recorded, list):
+        source = recorded
+    if isinstance(source, str | bytes | Mapping) or not isinstance(source, Iterable):
+        raise TypeError("trace_html draws an imp.Prediction or a list of events (imp.Event or Event.dump() dicts)")
+    events = [_event(e, f"event {i}") for i, e in enumerate(source)]
+    if not events:
+        raise ValueError("trace_html got no events: record them with imp.call(..., on_event=events.append)")
+    return _from_events(events)
+
+
+def _from_prediction(prediction: Prediction) -> Picture:
+    meta = prediction.metadata
+    usage = meta.usage
+    picture = Picture(
+        reason=meta.termination_reason,
+        cause=meta.termination_cause,
+        complete=prediction.complete,
+        outputs=redact(dict(prediction.fields)),
+        requests=usage.requests if usage is not None else meta.lm_calls,
+        input_tokens=usage.input_tokens if usage is not None else 0,
+        output_tokens=usage.output_tokens if usage is not None else 0,
+    )
+    history = meta.history
+    turns: list[Any] = list(history.dump().get("messages", [])) if history is not None else []
+    for number, turn in enumerate(turns, 1):
+        step = _turn_step(number, redact(turn) if isinstance(turn, Mapping) else {"turn": redact(turn)})
+        picture.tool_calls += len(step.tools)
+        picture.steps.append(step)
+    if meta.context_projection:
+        picture.projections = 1
+    return picture
+
+
+_THOUGHT, _CALLS, _RESULTS = "next_thought", "tool_calls", "tool_call_results"
+"""The keys of a history turn's dump (`History.dump()`) that a step shows as its thought and calls."""
+
+
+def _turn_step(number: int, turn: Mapping[str, Any]) -> Step:
+    """A step from one dumped history turn: its thought, its tool calls paired with their results,
+    and the rest of its fields (inputs, outputs, notes) as they are."""
+    rest = {k: v for k, v in turn.items() if k not in (_THOUGHT, _CALLS, _RESULTS)}
+    step = Step(number, "call", fields=rest or None)
+    thought = turn.get(_THOUGHT)
+    if isinstance(thought, str) and thought:
+        step.thought = redact_text(thought)
+    results = {r.get("id"): r for r in turn.get(_RESULTS) or () if isinstance(r, Mapping)}
+    for call in turn.get(_CALLS) or ():
+        if not isinstance(call, Mapping):
+            continue
+        result = results.get(call.get("id"), {})
+        error = result.get("error")
+        step.tools.append(
+            ToolRow(
+                str(call.get("name", "tool")),
+                str(call.get("id", "")),
+                arguments=call.get("arguments"),
+                output=result.get("result"),
+                error=_text(error) if error is not None else None,
+                outcome=result.get("outcome"),
+            )
+        )
+    return step
+
+
+class _Builder:
+    """Folds a run's events, in order, into a Picture."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = events
+        self.t0 = min(e.at for e in events)
+        self.picture = Picture()
+        self.open_lm: dict[str, tuple[Bar, Step]] = {}
+        self.open_tools: dict[tuple[str, str], tuple[Bar, ToolRow]] = {}
+        self.last_step: dict[str, Step] = {}
+        self.root: str | None = None
+
+    def build(self) -> Picture:
+        for event in self.events:
+            handler = getattr(self, f"_on_{event.kind}", None)
+            if handler is not None:
+                handler(event, redact(dict(event.payload)))
+        end = max(e.at for e in self.events) - self.t0
+        for bar, _ in (*self.open_lm.values(), *self.open_tools.values()):
+            bar.end = end
+            bar.error = bar.error or "unfinished"
+        picture = self.picture
+        if picture.duration is None:
+            picture.duration = end
+        _pack_lanes(picture.bars)
+        return picture
+
+    def _at(self, event: Event) -> float:
+        return event.at - self.t0
+
+    def _on_run_started(self, event: Event, payload: dict[str, Any]) -> None:
+        self.picture.calls[event.call_id] = str(payload.get("program", "program"))
+        if self.root is None:
+            self.root = event.call_id
+            self.picture.program = self.picture.calls[event.call_id]
+
+    def _on_run_finished(self, event: Event, payload: dict[str, Any]) -> None:
+        if event.call_id == self.root:
+            self.picture.reason = payload.get("termination_reason")
+            self.picture.cause = payload.get("termination_cause")
+            self.picture.complete = payload.get("complete")
+            self.picture.duration = self._at(event)
+
+    def _on_run_failed(self, event: Event, payload: dict[str, Any]) -> None:
+        if event.call_id == self.root:
+            self.picture.error = _text(payload.get("error", "failed"))
+            self.picture.reason = "failed"
+            self.picture.complete = False
+            self.picture.duration = self._at(event)
+
+    def _on_run_cancelled(self, event: Event, payload: dict[str, Any]) -> None:
+        if event.call_id == self.root:
+            self.picture.reason = "cancelled"
+            self.picture.complete = False
+            self.picture.duration = self._at(event)
+
+    def _on_model_request(self, event: Event, payload: dict[str, Any]) -> None:
+        step = Step(len(self.picture.steps) + 1, event.call_id, model=str(payload.get("model", "")))
+        step.forced = bool(payload.get("forced"))
+        label = step.model.partition(":")[2] or step.model or "LM"
+        bar = Bar("lm", label, event.call_id, self._at(event), self._at(event), step=step.number)
+        self.picture.steps.append(step)
+        self.picture.bars.append(bar)
+        self.open_lm[event.call_id] = (bar, step)
+        self.last_step[event.call_id] = step
+
+    def _on_model_retry(self, event: Event, payload: dict[str, Any]) -> None:
+        self.picture.retries += 1
+        opened = self.open_lm.get(event.call_id)
+        if opened is not None:
+            opened[0].retries += 1
+            status = payload.get("status")
+            opened[1].retries.append(
+                f"attempt {payload.get('attempt')} failed{f' ({status})' if status else ''}: "
+                f"{_text(payload.get('error', ''))}; waited {payload.get('wait')} s"
+            )
+
+    def _on_model_response(self, event: Event, payload: dict[str, Any]) -> None:
+        opened = self.open_lm.pop(event.call_id, None)
+        if opened is None:
+            return
+        bar, step = opened
+        bar.end = self._at(event)
+        usage = payload.get("usage") or {}
+        step.input_tokens = int(usage.get("input_tokens") or 0)
+        step.output_tokens = int(usage.get("output_tokens") or 0)
+        step.duration = payload.get("duration", bar.end - bar.start)
+        step.finish_reason = payload.get("finish_reason")
+        step.asked = [str(name) for name in payload.get("tool_calls") or ()]
+        self.picture.requests += 1
+        self.picture.input_tokens += step.input_tokens
+        self.picture.output_tokens += step.output_tokens
+
+    def _on_model_error(self, event: Event, payload: dict[str, Any]) -> None:
+        opened = self.open_lm.pop(event.call_id, None)
+        if opened is None:
+            return
+        bar, step = opened
+        bar.end = self._at(event)
+        step.error = bar.error = _text(payload.get("error", "error"))
+        step.duration = payload.get("duration", bar.end - bar.start)
+        self.picture.requests += 1
+
+    def _on_model_content(self, event: Event, payload: dict[str, Any]) -> None:
+        step = self.last_step.get(event.call_id)
+        if step is not None:
+            messages = payload.get("messages")
+            step.messages = [m for m in messages if isinstance(m, Mapping)] if isinstance(messages, list) else []
+            step.reply = payload.get("reply")
+
+    def _on_reasoning(self, event: Event, payload: dict[str, Any]) -> None:
+        step = self.last_step.get(event.call_id)
+        if step is not None and payload.get("text"):
+            step.thought = _text(payload["text"])
+
+    def _on_context_projected(self, event: Event, payload: dict[str, Any]) -> None:
+        self.picture.projections += 1
+        step = self.open_lm.get(event.call_id, (None, self.last_step.get(event.call_id)))[1]
+        shown = {k: v for k, v in payload.items() if k != "step"}
+        if step is not None:
+            step.projection = _text(shown)
+
+    def _on_tool_call(self, event: Event, payload: dict[str, Any]) -> None:
+        name = str(payload.get("tool_name", "tool"))
+        row = ToolRow(name, str(payload.get("tool_call_id", "")), arguments=payload.get("arguments"))
+        step = self.last_step.get(event.call_id)
+        bar = Bar("tool", name, event.call_id, self._at(event), self._at(event))
+        if step is not None:
+            step.tools.append(row)
+            bar.step = step.number
+        self.picture.bars.append(bar)
+        self.picture.tool_calls += 1
+        self.open_tools[(event.call_id, row.call_id)] = (bar, row)
+
+    def _on_tool_result(self, event: Event, payload: dict[str, Any]) -> None:
+        opened = self.open_tools.pop((event.call_id, str(payload.get("tool_call_id", ""))), None)
+        if opened is None:
+            return
+        bar, row = opened
+        bar.end = self._at(event)
+        row.output = payload.get("output")
+        row.outcome = payload.get("outcome")
+        row.duration = payload.get("duration")
+        if payload.get("error") is not None:
+            row.error = bar.error = _text(payload["error"])
+
+
+def _from_events(events: list[Event]) -> Picture:
+    return _Builder(events).build()
+
+
+def _pack_lanes(bars: list[Bar]) -> None:
+    """Give each bar the first lane of its call free at its start, so concurrent calls sit side by side."""
+    ends: dict[str, list[float]] = {}
+    for bar in sorted(bars, key=lambda b: (b.start, b.kind != "lm")):
+        lanes = ends.setdefault(bar.call_id, [])
+        for lane, end in enumerate(lanes):
+            if end <= bar.start:
+                bar.lane = lane
+                lanes[lane] = bar.end
+                break
+        else:
+            bar.lane = len(lanes)
+            lanes.append(bar.end)
