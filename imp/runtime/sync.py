@@ -63,6 +63,10 @@ class _Helper[T]:
         self.token: anyio.lowlevel.EventLoopToken | None = None
         self.scope: anyio.CancelScope | None = None
         self.started = threading.Event()
+        self.done = threading.Event()
+        """Set once the work has ended. Waited on instead of `Thread.join`: a join that a Ctrl-C
+        interrupts marks the thread stopped while it still runs (CPython 3.12), so a second join
+        would return at once."""
 
     async def main(self) -> None:
         with anyio.CancelScope() as scope:
@@ -81,6 +85,7 @@ class _Helper[T]:
             self.error = exc
         finally:
             self.started.set()
+            self.done.set()
 
     def cancel(self) -> None:
         """Cancel the work from the caller's thread (after a Ctrl-C)."""
@@ -97,13 +102,17 @@ def _on_helper_thread[T](work: Callable[[], Awaitable[T]], library: str) -> T:
     helper = _Helper(work, library)
     context = contextvars.copy_context()
     thread = threading.Thread(target=context.run, args=(helper.run,), name="imp.call_sync", daemon=True)
-    thread.start()
     try:
-        thread.join()
+        # Inside the `try`: a Ctrl-C can land while `start()` waits for the thread to begin.
+        thread.start()
+        helper.done.wait()
     except KeyboardInterrupt:
         helper.cancel()
-        thread.join()
+        helper.done.wait()
         raise
+    finally:
+        if helper.done.is_set():
+            thread.join()  # the work has ended; the thread is about to exit
     if helper.error is not None:
         raise helper.error
     return helper.result  # type: ignore[return-value]  # set whenever the work finished without an error

@@ -245,7 +245,7 @@ def test_parents_are_right_under_parallel_and_nested_programs(exporter: InMemory
 
 def test_an_error_sets_the_status_and_its_type(exporter: InMemorySpanExporter) -> None:
     def down(messages: Any, options: Any) -> Any:
-        raise imp.LMError(f"the provider is down (key {SECRET})", status=503, provider="scripted", retryable=False)
+        raise imp.LMError(f"the provider is down (key {SECRET})", status=503, provider="scripted")
 
     qa = imp.predict("question -> answer", lm=imp.StaticLM(down))
     with pytest.raises(imp.LMError):
@@ -255,7 +255,7 @@ def test_an_error_sets_the_status_and_its_type(exporter: InMemorySpanExporter) -
     agent = next(s for s in spans if s.name.startswith("invoke_agent"))
     for span in (chat, agent):
         assert span.status.status_code is StatusCode.ERROR
-        assert dict(span.attributes or {})["error.type"] == "LMError"
+        assert dict(span.attributes or {})["error.type"] == "ProviderUnavailable"
     assert dict(chat.attributes or {})["http.response.status_code"] == 503
     assert "provider is down" in (chat.status.description or "")
     assert SECRET not in _everything(spans)
