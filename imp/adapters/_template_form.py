@@ -1,0 +1,127 @@
+"""The reply form of a template: the text around each output's value, written and read the same way."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from imp.adapters._template_text import TemplateError
+from imp.signature import Field
+from imp.values import render_value, type_name
+
+__all__ = ["SLOT", "Form", "placeholder", "split_slots"]
+
+SLOT = "\ue000{}\ue001"
+"""How a value's place is marked while the form is expanded (private-use characters, never in a template)."""
+_SLOT = re.compile("\ue000(\\d+)\ue001")
+
+
+def placeholder(field: Field) -> str:
+    """What stands for an output's value where the form is shown: `...` for text, else `(type)`."""
+    if field.is_plain_text:
+        return "..."
+    return f"({type_name(field.annotation)})"
+
+
+def split_slots(expanded: str, outputs: Sequence[Field]) -> list[str | Field]:
+    """An expanded form as literal text and the output fields between it."""
+    parts = _SLOT.split(expanded)
+    pieces: list[str | Field] = []
+    for i, part in enumerate(parts):
+        pieces.append(outputs[int(part)] if i % 2 else part)
+    return pieces
+
+
+def _anchor_pattern(text: str) -> re.Pattern[str] | None:
+    """The literal text around values as a search pattern: stripped, any whitespace run matches any other."""
+    words = text.split()
+    if not words:
+        return None
+    return re.compile(r"\s+".join(re.escape(w) for w in words))
+
+
+@dataclass(frozen=True, slots=True)
+class Form:
+    """Literal texts and values in order: `texts[i]` comes before `fields[i]`, `texts[-1]` after the last."""
+
+    texts: tuple[str, ...]
+    fields: tuple[Field, ...]
+
+    @classmethod
+    def build(cls, pieces: Sequence[str | Field], outputs: Mapping[str, Field], where: str) -> Form:
+        """A form from its pieces, refused when a reply written in it could not be split back into values."""
+        texts: list[str] = [""]
+        fields: list[Field] = []
+        for piece in pieces:
+            if isinstance(piece, str):
+                texts[-1] += piece
+            else:
+                fields.append(piece)
+                texts.append("")
+        seen = [f.name for f in fields]
+        twice = sorted({n for n in seen if seen.count(n) > 1})
+        if twice:
+            raise TemplateError(f"{where}: the reply form holds {', '.join(f'`{n}`' for n in twice)} twice")
+        absent = [n for n in outputs if n not in seen]
+        if absent:
+            raise TemplateError(
+                f"{where}: the reply form has no place for {', '.join(f'`{n}`' for n in absent)}; "
+                "spell every output in it (e.g. `{% for f in outputs %}{f.name}: {f.value}\\n{% endfor %}`)"
+            )
+        for i in range(1, len(fields)):
+            if not texts[i].strip():
+                raise TemplateError(
+                    f"{where}: the reply form has no text between `{fields[i - 1].name}` and `{fields[i].name}`, "
+                    "so a reply cannot be split into the two values; put a label or a line between them"
+                )
+        return cls(tuple(texts), tuple(fields))
+
+    def write(self, values: Mapping[str, Any], missing: str) -> str:
+        """The form filled with values (a demo's or a history turn's outputs)."""
+        out = [self.texts[0]]
+        for field, text in zip(self.fields, self.texts[1:], strict=True):
+            out.append(render_value(values[field.name], field) if field.name in values else missing)
+            out.append(text)
+        return "".join(out).strip()
+
+    def check_value(self, name: str, value: Any) -> None:
+        """Refuse a value that holds the text read as the end of its place (it would be read back cut short)."""
+        for i, field in enumerate(self.fields):
+            if field.name != name:
+                continue
+            after = self.texts[i + 1].split()
+            rendered = render_value(value, field)
+            if after and _anchor_pattern(self.texts[i + 1]).search(rendered):  # type: ignore[union-attr]
+                raise TemplateError(
+                    f"the demo value of `{name}` contains {' '.join(after)!r}, the form's text after it, "
+                    "so it could not be read back; change the value or the template"
+                )
+
+    def read(self, text: str) -> dict[str, str]:
+        """The value text of each output found: what lies between the literal text around it."""
+        spans: list[tuple[int, int] | None] = []
+        pos = 0
+        last = len(self.texts) - 1
+        for i, literal in enumerate(self.texts):
+            pattern = _anchor_pattern(literal)
+            if pattern is None:
+                spans.append((0, 0) if i == 0 else (len(text), len(text)) if i == last else None)
+                continue
+            match = pattern.search(text, pos)
+            if match is None:
+                spans.append(None)
+                continue
+            spans.append(match.span())
+            pos = match.end()
+        found: dict[str, str] = {}
+        for i, field in enumerate(self.fields):
+            before = spans[i]
+            if before is None:
+                continue
+            end = next((s[0] for s in spans[i + 1 :] if s is not None and s[0] >= before[1]), len(text))
+            value = text[before[1] : end].strip()
+            if value:
+                found[field.name] = value
+        return found

@@ -1,0 +1,605 @@
+"""The template adapter: the user writes the messages; the same reply form is shown and parsed."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from imp.adapters._template_form import SLOT, Form, placeholder, split_slots
+from imp.adapters._template_text import (
+    FIELD_ATTRIBUTES,
+    For,
+    If,
+    Node,
+    TemplateError,
+    Text,
+    Value,
+    parse_template,
+    render,
+    walk,
+)
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, guidance_lines, message_name
+from imp.errors import AdapterParseError
+from imp.lm.base import Message
+from imp.signature import Field, Signature
+from imp.values import type_name
+
+if TYPE_CHECKING:
+    from imp.lm.base import LM
+
+__all__ = [
+    "TemplateAdapter",
+    "TemplateError",
+    "TemplateMessage",
+    "Turns",
+    "assistant",
+    "system",
+    "turns",
+    "user",
+]
+
+Role = Literal["system", "user", "assistant"]
+_ROLES: tuple[Role, ...] = ("system", "user", "assistant")
+_CACHE_SIZE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateMessage:
+    """One message of a template: its role and its text, with `{name}` values and blocks."""
+
+    role: Role
+    content: str
+
+    def __repr__(self) -> str:
+        return f"imp.{self.role}({self.content!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class Turns:
+    """Where demos and earlier turns go in a template."""
+
+    def __repr__(self) -> str:
+        return "imp.turns()"
+
+
+def system(content: str) -> TemplateMessage:
+    """A system message of a template."""
+    return TemplateMessage("system", content)
+
+
+def user(content: str) -> TemplateMessage:
+    """A user message of a template."""
+    return TemplateMessage("user", content)
+
+
+def assistant(content: str) -> TemplateMessage:
+    """An assistant message of a template; as the last message, a prefill the reply starts with."""
+    return TemplateMessage("assistant", content)
+
+
+def turns() -> Turns:
+    """Marks where demos and history go (without it: right before the last user message)."""
+    return Turns()
+
+
+TemplateItem = TemplateMessage | Turns | Mapping[str, Any]
+
+
+def _item(item: Any, index: int) -> TemplateMessage | Turns:
+    if isinstance(item, TemplateMessage | Turns):
+        return item
+    if isinstance(item, Mapping):
+        if (
+            set(item) - {"role", "content"}
+            or item.get("role") not in _ROLES
+            or not isinstance(item.get("content"), str)
+        ):
+            raise TemplateError(
+                f"template message {index}: an OpenAI-style message is {{'role': 'system' | 'user' | 'assistant', "
+                f"'content': '...'}}, got {dict(item)!r}"
+            )
+        return TemplateMessage(item["role"], item["content"])
+    raise TemplateError(
+        f"template message {index} is a {type(item).__name__}; use imp.system(...), imp.user(...), "
+        "imp.assistant(...), imp.turns() or {'role': ..., 'content': ...}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """A parsed template message."""
+
+    role: Role
+    nodes: tuple[Node, ...]
+    where: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    """A template checked against one signature: its reply form (None: the whole reply is the one output)."""
+
+    form: Form | None
+
+
+class TemplateAdapter(Adapter):
+    """Requests as the template's messages; the reply read by the form the template spells."""
+
+    name = "TemplateAdapter"
+
+    def __init__(self, template: Sequence[TemplateItem]) -> None:
+        given: object = template
+        if isinstance(given, str | bytes) or not isinstance(given, Sequence):
+            raise TemplateError("a template is a list of messages: [imp.system(...), imp.turns(), imp.user(...)]")
+        items = [_item(x, i) for i, x in enumerate(template)]
+        marks = [i for i, x in enumerate(items) if isinstance(x, Turns)]
+        if len(marks) > 1:
+            raise TemplateError("a template has at most one imp.turns()")
+        messages = [x for x in items if isinstance(x, TemplateMessage)]
+        users = [i for i, x in enumerate(items) if isinstance(x, TemplateMessage) and x.role == "user"]
+        if not users:
+            raise TemplateError("a template needs a user message (the request): add imp.user('...{input}...')")
+        self._template: tuple[TemplateMessage | Turns, ...] = tuple(items)
+        self._prefill: str | None = None
+        end = len(items)
+        if isinstance(items[-1], TemplateMessage) and items[-1].role == "assistant":
+            nodes = parse_template(items[-1].content, f"template message {end - 1}")
+            if any(not isinstance(n, Text) for n in nodes) or not items[-1].content:
+                raise TemplateError(
+                    f"template message {end - 1}: a last assistant message is a prefill, the literal start of "
+                    "the reply; it cannot hold values or blocks"
+                )
+            self._prefill = items[-1].content
+            end -= 1
+        split = marks[0] + 1 if marks else users[-1]
+        if marks and not any(i > marks[0] for i in users):
+            raise TemplateError("imp.turns() goes before the request's user message, not after it")
+        head = [i for i in range(0, marks[0] if marks else split) if isinstance(items[i], TemplateMessage)]
+        request = [i for i in range(split, end) if isinstance(items[i], TemplateMessage)]
+        self._head = tuple(self._part(items[i], i) for i in head)
+        self._request = tuple(self._part(items[i], i) for i in request)
+        if any(p.role == "system" for p in self._request):
+            raise TemplateError("system messages go before imp.turns() and the request")
+        self._messages = messages
+        self._bound: OrderedDict[Signature, _Bound] = OrderedDict()
+        self._json: TemplateJSONAdapter | None = None
+
+    @staticmethod
+    def _part(message: TemplateMessage | Turns, index: int) -> _Part:
+        assert isinstance(message, TemplateMessage)
+        where = f"template message {index} ({message.role})"
+        return _Part(message.role, parse_template(message.content, where), where)
+
+    @property
+    def template(self) -> tuple[TemplateMessage | Turns, ...]:
+        """The template's messages and its `turns()` mark, as given."""
+        return self._template
+
+    def dump(self) -> list[dict[str, str]]:
+        """The template as OpenAI-style dicts (`{"role": "turns"}` for the mark), for saving."""
+        return [
+            {"role": "turns"} if isinstance(x, Turns) else {"role": x.role, "content": x.content}
+            for x in self._template
+        ]
+
+    @classmethod
+    def load(cls, data: Sequence[Mapping[str, Any]]) -> TemplateAdapter:
+        """A template adapter from `dump()` output."""
+        return cls([turns() if dict(x) == {"role": "turns"} else x for x in data])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}([{', '.join(map(repr, self._template))}])"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and isinstance(other, TemplateAdapter) and other._template == self._template
+
+    def __hash__(self) -> int:
+        return hash(self._template)
+
+    # --- checking a template against a signature -----------------------------------------
+
+    def check_signature(self, signature: Signature) -> None:
+        """Refuse a template that names what the signature lacks, or whose replies could not be read back."""
+        self._bind(signature)
+
+    def _bind(self, signature: Signature) -> _Bound:
+        bound = self._bound.get(signature)
+        if bound is not None:
+            return bound
+        bound = self._check(signature)
+        self._bound[signature] = bound
+        if len(self._bound) > _CACHE_SIZE:
+            self._bound.popitem(last=False)
+        return bound
+
+    def _check(self, signature: Signature) -> _Bound:
+        history = signature.history_field
+        inputs = [n for n in signature.inputs if n != history]
+        forms: list[tuple[_Part, tuple[Node, ...], bool]] = []
+        for part in (*self._head, *self._request):
+            for node, loops in walk(part.nodes):
+                if isinstance(node, If):
+                    self._check_name(node.test, loops, signature, inputs, part.where, test=True)
+                elif isinstance(node, Value):
+                    self._check_name(node, loops, signature, inputs, part.where)
+                    if node.name in signature.outputs and node.attribute is None and loops:
+                        raise TemplateError(f"{part.where}: `{{{node.name}}}` of an output goes outside loops")
+                elif isinstance(node, For) and node.fields == "outputs" and _uses_value(node):
+                    if loops:
+                        raise TemplateError(f"{part.where}: the reply form's loop cannot sit inside another loop")
+                    forms.append((part, (node,), True))
+            inline = [i for i, n in enumerate(part.nodes) if isinstance(n, Value) and n.name in signature.outputs]
+            if inline:
+                forms.append((part, _line_span(part.nodes, inline[0], inline[-1]), False))
+            for node, _loops in walk(part.nodes):
+                if isinstance(node, If) and any(
+                    isinstance(n, Value) and n.name in signature.outputs for n, _ in walk(node.body + node.orelse)
+                ):
+                    raise TemplateError(f"{part.where}: an output's value cannot sit inside `{{% if %}}`")
+        if len(forms) > 1:
+            raise TemplateError(
+                f"{forms[1][0].where}: the template spells the reply form twice; write it once "
+                "(loops over outputs that only show {f.name}, {f.desc} or {f.type} are fine)"
+            )
+        outputs = list(signature.outputs.values())
+        if not forms:
+            if len(outputs) != 1:
+                raise TemplateError(
+                    f"the template has no reply form, and the signature has {len(outputs)} outputs "
+                    f"({', '.join(f'`{f.name}`' for f in outputs)}): with several outputs, spell the form in the "
+                    "template, e.g. `{% for f in outputs %}{f.name}: {f.value}\\n{% endfor %}`"
+                )
+            return _Bound(None)
+        part, nodes, _ = forms[0]
+        for node, _loops in walk(nodes):
+            if isinstance(node, Value | If):
+                value = node.test if isinstance(node, If) else node
+                if value.name in inputs or value.name == "instruction":
+                    raise TemplateError(f"{part.where}: the reply form cannot show `{value.name}` (it is read back)")
+        index = {f.name: i for i, f in enumerate(outputs)}
+
+        def lookup(value: Value, scope: dict[str, object]) -> str:
+            field = scope.get(value.name)
+            if isinstance(field, Field):
+                if value.attribute == "value":
+                    return SLOT.format(index[field.name])
+                return _attribute(field, value.attribute)
+            return SLOT.format(index[value.name])
+
+        expanded = render(nodes, lookup, lambda v, s: _truth_of_field(v, s), lambda kind: outputs)
+        return _Bound(Form.build(split_slots(expanded, outputs), signature.outputs, part.where))
+
+    @staticmethod
+    def _check_name(
+        value: Value, loops: tuple[For, ...], signature: Signature, inputs: list[str], where: str, test: bool = False
+    ) -> None:
+        loop_vars = {loop.var for loop in loops}
+        if value.name in loop_vars:
+            if value.attribute not in FIELD_ATTRIBUTES:
+                wanted = ", ".join(f"{value.name}.{a}" for a in sorted(FIELD_ATTRIBUTES))
+                raise TemplateError(f"{where}: `{{{value.name}}}` is a field; write one of {wanted}")
+            return
+        shown = value.name + (f".{value.attribute}" if value.attribute else "")
+        if value.attribute is not None:
+            raise TemplateError(f"{where}: `{shown}`: only a loop's field has attributes ({{f.name}}, {{f.value}}...)")
+        if value.name == "instruction" or value.name in inputs:
+            return
+        if value.name in signature.outputs and not test:
+            return
+        if value.name == signature.history_field:
+            raise TemplateError(f"{where}: `{value.name}` is the history; mark where it goes with imp.turns()")
+        raise TemplateError(
+            f"{where}: `{shown}` is not an input of the signature "
+            f"(inputs: {', '.join(inputs) or 'none'}; outputs: {', '.join(signature.outputs)}; "
+            "and {instruction}); to write a brace, double it: {{ or }}"
+        )
+
+    # --- the dialect hooks ---------------------------------------------------------------
+
+    def instruction(
+        self,
+        signature: Signature,
+        guidance: Mapping[str, Any] | None = None,
+        agent_line: str | None = DEFAULT_AGENT_LINE,
+    ) -> str:
+        """What `{instruction}` says: the function's name, the instructions, output guidance, the loop's lines."""
+        parts: list[str] = []
+        function = signature.metadata.get("function")
+        if isinstance(function, str) and function:
+            parts.append(f"Function: {function}")
+        parts.append(signature.instructions)
+        described = [f"- {f.name}: {f.desc}" for f in signature.outputs.values() if f.desc]
+        if described:
+            parts.append("Output guidance:\n" + "\n".join(described))
+        lines = guidance_lines(signature, guidance, agent_line)
+        if lines:
+            parts.append("\n".join(lines))
+        return "\n\n".join(p for p in parts if p)
+
+    def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
+        return self._head_system(signature, options.get("inputs") or {}, FormatOptions.read(options))
+
+    def _head_system(self, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
+        texts = [self._render(p, signature, values, opts) for p in self._head if p.role == "system"]
+        return "\n\n".join(t for t in texts if t)
+
+    def input_section(self, field: Field, formatted_value: str) -> str:
+        return formatted_value
+
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+        bound = self._bind(signature)
+        if bound.form is not None:
+            return bound.form.write(outputs, missing_message)
+        (field,) = signature.outputs.values()
+        if field.name not in outputs:
+            return missing_message.strip()
+        from imp.values import render_value
+
+        return render_value(outputs[field.name], field)
+
+    def response_instruction(self, signature: Signature) -> str | None:
+        return None
+
+    # --- formatting ----------------------------------------------------------------------
+
+    def _render(self, part: _Part, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
+        history = signature.history_field
+        task_inputs = [f for n, f in signature.inputs.items() if n != history]
+        outputs = list(signature.outputs.values())
+        instruction: list[str] = []
+
+        def value_of(field: Field) -> str:
+            value = values.get(field.name)
+            if field.kind == "output":
+                return placeholder(field)
+            if value is None:
+                return ""
+            return self.render_section(field, value, opts)
+
+        def lookup(value: Value, scope: dict[str, object]) -> str:
+            field = scope.get(value.name)
+            if isinstance(field, Field):
+                return value_of(field) if value.attribute == "value" else _attribute(field, value.attribute)
+            if value.name == "instruction":
+                if not instruction:
+                    instruction.append(self.instruction(signature, opts.guidance, opts.agent_line))
+                return instruction[0]
+            return value_of(signature.fields[value.name])
+
+        def truth(value: Value, scope: dict[str, object]) -> bool:
+            field = scope.get(value.name)
+            if isinstance(field, Field):
+                if value.attribute == "value":
+                    return field.kind == "input" and _has_value(values.get(field.name))
+                return bool(_attribute(field, value.attribute))
+            if value.name == "instruction":
+                return True
+            return _has_value(values.get(value.name))
+
+        return render(part.nodes, lookup, truth, lambda kind: task_inputs if kind == "inputs" else outputs)
+
+    def format_with(self, signature: Signature, inputs: Mapping[str, Any], opts: FormatOptions) -> list[Message]:
+        history_name = signature.history_field
+        task = signature.without(history_name) if history_name else signature
+        self._bind(task)
+        messages: list[Message] = []
+        system_done = False
+        for part in self._head:
+            if part.role == "system" and not system_done:
+                system_done = True
+                content = self._system_text(task, inputs, opts)
+            elif part.role == "system":
+                continue  # every system message of the head is in the first one's text
+            else:
+                content = self._render(part, task, inputs, opts)
+            if content or part.role != "system":
+                messages.append({"role": part.role, "content": content})
+        if not system_done and opts.system_renderer is not None:
+            content = self._system_text(task, inputs, opts)
+            if content:
+                messages.insert(0, {"role": "system", "content": content})
+        if opts.demos:
+            self._check_demos(task, opts.demos)
+            messages.extend(self.format_demos(task, opts.demos, opts))
+        if history_name is not None:
+            from imp.history import History
+
+            history = inputs.get(history_name)
+            if history is not None:
+                messages.extend(
+                    self.format_history(task, history if isinstance(history, History) else History(history), opts)
+                )
+        if not opts.omit_empty_request or any(inputs.get(name) is not None for name in task.inputs):
+            request = [{"role": p.role, "content": self._render(p, task, inputs, opts)} for p in self._request]
+            instruction = self.response_instruction(task) if opts.response_instruction else None
+            last_user = max(i for i, m in enumerate(request) if m["role"] == "user")
+            if instruction:
+                request[last_user]["content"] = f"{request[last_user]['content']}\n\n{instruction}".strip()
+            name = inputs.get("user_name")
+            if name is not None and "user_name" not in signature.fields and message_name(name):
+                request[last_user]["name"] = name
+            messages.extend(request)  # type: ignore[arg-type]
+        if self._prefill is not None:
+            messages.append({"role": "assistant", "content": self._prefill})
+        return messages
+
+    def _system_text(self, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
+        """The system message, through `system_renderer` when one is given (its default sees the inputs)."""
+        if opts.system_renderer is None:
+            return self._head_system(signature, values, opts)
+        render_opts = opts.as_dict()
+
+        def default(sig: Signature, options: Mapping[str, Any]) -> str:
+            return self.default_system(sig, {**options, "inputs": values})
+
+        render_opts["default_system"] = default
+        return opts.system_renderer(signature, render_opts)
+
+    def user_content(
+        self,
+        signature: Signature,
+        values: Mapping[str, Any],
+        opts: FormatOptions,
+        *,
+        prefix: str = "",
+        main_request: bool = False,
+    ) -> str:
+        """The request's user messages for these values (a demo's or a history turn's), as one text."""
+        if not any(values.get(n) is not None for n in signature.inputs):
+            return ""
+        texts = [self._render(p, signature, values, opts) for p in self._request if p.role == "user"]
+        body = "\n\n".join(t for t in texts if t.strip())
+        return f"{prefix}\n\n{body}".strip() if prefix else body
+
+    def _check_demos(self, signature: Signature, demos: Sequence[Mapping[str, Any]]) -> None:
+        form = self._bind(signature).form
+        if form is None:
+            return
+        for demo in demos:
+            for name in signature.outputs:
+                if demo.get(name) is not None:
+                    form.check_value(name, demo[name])
+
+    # --- parsing -------------------------------------------------------------------------
+
+    def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
+        if self._prefill is not None and not text.lstrip().startswith(self._prefill.strip()):
+            text = self._prefill + text
+        form = self._bind(signature.without(signature.history_field) if signature.history_field else signature).form
+        text_field = signature.metadata.get("text_field")
+        if form is None:
+            (field,) = signature.outputs.values()
+            if not text.strip():
+                raise AdapterParseError("the reply is empty", adapter=self.name, fields=[field.name], completion=text)
+            return self.complete(signature, {field.name: text.strip()}, completion=text)
+        found = form.read(text)
+        if not found and isinstance(text_field, str) and text_field in signature.outputs and text.strip():
+            # A loop step answered in plain text, outside the form: that text is its `text_field`.
+            return self.complete(signature, {text_field: text.strip()}, completion=text)
+        return self.complete(signature, found, completion=text)
+
+    @property
+    def fallback(self) -> Adapter | None:
+        if self._json is None:
+            self._json = TemplateJSONAdapter(self._template)
+        return self._json
+
+
+class TemplateJSONAdapter(TemplateAdapter):
+    """The JSON fallback of a template: the same messages, the reply form written as one JSON object."""
+
+    name = "TemplateJSONAdapter"
+
+    def _check(self, signature: Signature) -> _Bound:
+        super()._check(signature)  # the template must be valid for the signature either way
+        return _Bound(None)
+
+    def _render(self, part: _Part, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
+        if part in self._form_parts(signature):
+            return self._render_json_form(part, signature, values, opts)
+        return super()._render(part, signature, values, opts)
+
+    def _form_parts(self, signature: Signature) -> tuple[_Part, ...]:
+        return tuple(
+            p
+            for p in (*self._head, *self._request)
+            if any(
+                (isinstance(n, For) and n.fields == "outputs" and _uses_value(n))
+                or (isinstance(n, Value) and n.name in signature.outputs)
+                for n, _ in walk(p.nodes)
+            )
+        )
+
+    def _render_json_form(
+        self, part: _Part, signature: Signature, values: Mapping[str, Any], opts: FormatOptions
+    ) -> str:
+        """The part with its reply form replaced by the JSON object the reply is."""
+        import json
+
+        skeleton = Text(json.dumps({f.name: placeholder(f) for f in signature.outputs.values()}, ensure_ascii=False))
+        nodes = list(part.nodes)
+        loops = [i for i, n in enumerate(nodes) if isinstance(n, For) and n.fields == "outputs" and _uses_value(n)]
+        if loops:
+            nodes[loops[0]] = skeleton
+        else:
+            inline = [i for i, n in enumerate(nodes) if isinstance(n, Value) and n.name in signature.outputs]
+            first, last = inline[0], inline[-1]
+            before = nodes[first - 1] if first > 0 else None
+            after = nodes[last + 1] if last + 1 < len(nodes) else None
+            tail: list[Node] = [Text("\n" + after.text.partition("\n")[2])] if isinstance(after, Text) else []
+            lead: list[Node] = [Text(before.text.rpartition("\n")[0] + "\n")] if isinstance(before, Text) else []
+            start = first - 1 if lead else first
+            stop = last + 2 if tail else last + 1
+            nodes[start:stop] = [*lead, skeleton, *tail]
+        return super()._render(replace(part, nodes=tuple(nodes)), signature, values, opts)
+
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+        from imp.adapters.json import JSONAdapter
+
+        return JSONAdapter().default_outputs(signature, outputs, missing_message)
+
+    def response_instruction(self, signature: Signature) -> str | None:
+        from imp.adapters.json import JSONAdapter
+
+        return JSONAdapter().response_instruction(signature)
+
+    def request_options(self, signature: Signature, lm: LM | None) -> dict[str, Any]:
+        from imp.adapters.json import JSONAdapter
+
+        return JSONAdapter().request_options(signature, lm)
+
+    def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
+        from imp.adapters.json import JSONAdapter
+
+        try:
+            return JSONAdapter().parse_text(signature, text)
+        except AdapterParseError as exc:
+            raise AdapterParseError(
+                str(exc), adapter=self.name, fields=exc.fields, completion=text, parsed=exc.parsed
+            ) from None
+
+    @property
+    def fallback(self) -> Adapter | None:
+        return None
+
+
+def _uses_value(loop: For) -> bool:
+    return any(isinstance(n, Value) and n.name == loop.var and n.attribute == "value" for n, _ in walk(loop.body))
+
+
+def _line_span(nodes: tuple[Node, ...], first: int, last: int) -> tuple[Node, ...]:
+    """The nodes from the start of `first`'s line to the end of `last`'s: a form written inline."""
+    before = nodes[first - 1] if first > 0 else None
+    after = nodes[last + 1] if last + 1 < len(nodes) else None
+    span: list[Node] = []
+    if isinstance(before, Text):
+        span.append(Text(before.text.rpartition("\n")[2]))
+    span.extend(nodes[first : last + 1])
+    if isinstance(after, Text):
+        span.append(Text(after.text.partition("\n")[0]))
+    return tuple(span)
+
+
+def _attribute(field: Field, attribute: str | None) -> str:
+    if attribute == "name":
+        return field.name
+    if attribute == "desc":
+        return field.desc
+    if attribute == "type":
+        return type_name(field.annotation)
+    raise AssertionError(f"checked when bound: {attribute}")
+
+
+def _truth_of_field(value: Value, scope: dict[str, object]) -> bool:
+    field = scope.get(value.name)
+    return isinstance(field, Field) and value.attribute != "value" and bool(_attribute(field, value.attribute))
+
+
+def _has_value(value: Any) -> bool:
+    """What `{% if name %}` tests: a value other than None, an empty string or an empty collection."""
+    if value is None:
+        return False
+    if isinstance(value, str | list | tuple | dict | set):
+        return bool(value)
+    return True
