@@ -161,6 +161,9 @@ class Adapter(abc.ABC):
         """Request options this dialect adds for an LM (structured output); none by default."""
         return {}
 
+    def check(self, signature: Signature, demos: Sequence[Mapping[str, Any]] = ()) -> None:  # noqa: B027 - optional hook
+        """Refuse, when a program is built, a signature or demos this dialect cannot write and read back."""
+
     # --- formatting ----------------------------------------------------------------------
 
     def format(self, signature: Signature, inputs: Mapping[str, Any], **options: Any) -> list[Message]:

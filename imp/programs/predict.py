@@ -146,6 +146,8 @@ class Predict(Program):
             raise TypeError(f"config must be a mapping of request options, got {type(self.config).__name__}")
         object.__setattr__(self, "demos", tuple(self.demos))
         object.__setattr__(self, "_format_options", FormatOptions.read({**self.adapter_opts, "demos": self.demos}))
+        if self.adapter is not None:
+            self.adapter.check(self.signature, self.demos)
 
     def with_lm(self, lm: LM) -> Predict:
         """The same program pinned to another LM."""
