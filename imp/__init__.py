@@ -2,7 +2,18 @@
 
 from typing import TYPE_CHECKING
 
-from imp.adapters import Adapter, ChatAdapter, JSONAdapter, XMLAdapter
+from imp.adapters import (
+    Adapter,
+    ChatAdapter,
+    JSONAdapter,
+    TemplateAdapter,
+    TemplateError,
+    XMLAdapter,
+    assistant,
+    system,
+    turns,
+    user,
+)
 from imp.errors import (
     AdapterParseError,
     DeadlineExceeded,
@@ -25,6 +36,7 @@ from imp.programs import (
     CONTINUE,
     ChainOfThought,
     Finish,
+    FunctionProgram,
     Predict,
     Program,
     ReAct,
@@ -32,6 +44,8 @@ from imp.programs import (
     call,
     call_sync,
     chain_of_thought,
+    fn,
+    out,
     predict,
     react,
     react_trajectory,
@@ -139,15 +153,24 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "Usage",
+    "FunctionProgram",
+    "TemplateAdapter",
+    "TemplateError",
     "XMLAdapter",
+    "assistant",
     "call",
     "call_sync",
     "chain_of_thought",
     "configure",
     "context",
     "deadline",
+    "fn",
     "inspect_history",
+    "out",
     "predict",
     "settings",
     "signature",
+    "system",
+    "turns",
+    "user",
 ]

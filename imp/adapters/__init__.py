@@ -3,6 +3,7 @@
 from imp.adapters.base import FORMAT_OPTIONS, Adapter, FormatOptions
 from imp.adapters.chat import ChatAdapter
 from imp.adapters.json import JSONAdapter
+from imp.adapters.template import TemplateAdapter, TemplateError, TemplateMessage, Turns, assistant, system, turns, user
 from imp.adapters.xml import XMLAdapter
 
 __all__ = [
@@ -11,5 +12,13 @@ __all__ = [
     "ChatAdapter",
     "FormatOptions",
     "JSONAdapter",
+    "TemplateAdapter",
+    "TemplateError",
+    "TemplateMessage",
+    "Turns",
     "XMLAdapter",
+    "assistant",
+    "system",
+    "turns",
+    "user",
 ]

@@ -9,7 +9,7 @@ from typing import Any
 
 from imp.adapters._template_text import TemplateError
 from imp.signature import Field
-from imp.values import render_value, type_name
+from imp.values import base_annotation, render_value, type_name
 
 __all__ = ["SLOT", "Form", "placeholder", "split_slots"]
 
@@ -20,9 +20,10 @@ _SLOT = re.compile("\ue000(\\d+)\ue001")
 
 def placeholder(field: Field) -> str:
     """What stands for an output's value where the form is shown: `...` for text, else `(type)`."""
-    if field.is_plain_text:
+    annotation = base_annotation(field.annotation)
+    if annotation is str and not field.constraints:
         return "..."
-    return f"({type_name(field.annotation)})"
+    return f"({type_name(annotation)})"
 
 
 def split_slots(expanded: str, outputs: Sequence[Field]) -> list[str | Field]:

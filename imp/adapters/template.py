@@ -199,9 +199,12 @@ class TemplateAdapter(Adapter):
 
     # --- checking a template against a signature -----------------------------------------
 
-    def check_signature(self, signature: Signature) -> None:
-        """Refuse a template that names what the signature lacks, or whose replies could not be read back."""
-        self._bind(signature)
+    def check(self, signature: Signature, demos: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Refuse a template that names what the signature lacks, whose replies could not be read back,
+        or a demo that could not be written unambiguously."""
+        task = signature.without(signature.history_field) if signature.history_field else signature
+        self._bind(task)
+        self.check_demos(task, demos)
 
     def _bind(self, signature: Signature) -> _Bound:
         bound = self._bound.get(signature)
@@ -400,7 +403,7 @@ class TemplateAdapter(Adapter):
             if content:
                 messages.insert(0, {"role": "system", "content": content})
         if opts.demos:
-            self._check_demos(task, opts.demos)
+            self.check_demos(task, opts.demos)
             messages.extend(self.format_demos(task, opts.demos, opts))
         if history_name is not None:
             from imp.history import History
@@ -452,7 +455,8 @@ class TemplateAdapter(Adapter):
         body = "\n\n".join(t for t in texts if t.strip())
         return f"{prefix}\n\n{body}".strip() if prefix else body
 
-    def _check_demos(self, signature: Signature, demos: Sequence[Mapping[str, Any]]) -> None:
+    def check_demos(self, signature: Signature, demos: Sequence[Mapping[str, Any]]) -> None:
+        """Refuse a demo whose output value holds the form's text after it (it could not be read back)."""
         form = self._bind(signature).form
         if form is None:
             return
