@@ -424,6 +424,8 @@ def dump_function(program: FunctionProgram, saver: Saver) -> dict[str, Any]:
 def load_function(data: Mapping[str, Any], loader: Loader) -> Program:
     """A function program from its payload: the function from the registry, the rest as saved."""
     function = loader.function(str(data["function"]), "a function program")
+    if isinstance(function, FunctionProgram):  # the registry may hold the decorated function itself
+        function = function.fn
     inner = loader.program(data["program"])
     built = FunctionProgram.build(function)
     return FunctionProgram(function, inner.signature, inner, built.returns, built.options)
