@@ -13,7 +13,7 @@ import inspect
 import textwrap
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from imp.adapters import Adapter, ChatAdapter, JSONAdapter, XMLAdapter
@@ -329,7 +329,8 @@ class FunctionProgram(Program):
 
     def with_lm(self, lm: LM) -> FunctionProgram:
         """The same function program pinned to another LM."""
-        return self.using(lm=lm)
+        inner: Program = self.program.with_lm(lm)  # type: ignore[attr-defined]
+        return replace(self, program=inner, options={**self.options, "lm": lm})
 
     def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> FunctionProgram:
         """The same function program with other demos."""
@@ -355,8 +356,10 @@ class FunctionProgram(Program):
             return await self.program.acall(inputs, **call_options)
 
     def _value(self, prediction: Prediction) -> Any:
-        if not prediction.complete:
-            reason = prediction.metadata.termination_reason
+        names = self.returns or (RESULT,)
+        unanswered = [n for n in names if prediction.fields.get(n) is None and not self.signature.outputs[n].optional]
+        if not prediction.complete or unanswered:
+            reason = prediction.metadata.termination_reason or "no value"
             raise ImpError(
                 f"{self.name}: the turn ended without an answer ({reason}); "
                 f"{self.name}.predict(...) returns the whole, incomplete prediction"
@@ -427,5 +430,14 @@ def load_function(data: Mapping[str, Any], loader: Loader) -> Program:
     if isinstance(function, FunctionProgram):  # the registry may hold the decorated function itself
         function = function.fn
     inner = loader.program(data["program"])
-    built = FunctionProgram.build(function)
-    return FunctionProgram(function, inner.signature, inner, built.returns, built.options)
+    options: dict[str, Any] = {
+        name: getattr(inner, name)
+        for name in ("lm", "adapter", "demos", "config", "adapter_opts")
+        if hasattr(inner, name)
+    }
+    options["instructions"] = inner.signature.instructions
+    if isinstance(inner, Predict):
+        options["json_fallback"] = inner.json_fallback
+    else:
+        options["tools"], options["max_iters"] = getattr(inner, "tools", ()), getattr(inner, "max_iters", 20)
+    return FunctionProgram.build(function, **{k: v for k, v in options.items() if v is not None})
