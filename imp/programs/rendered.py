@@ -57,6 +57,8 @@ def render(program: Program, inputs: Mapping[str, Any]) -> RenderedRequest:
     except _Captured as captured:
         return captured.request
     except StopIteration:
-        raise ImpError(f"{type(program).__name__} answered without an LM request, so there is nothing to render") from None
+        raise ImpError(
+            f"{type(program).__name__} answered without an LM request, so there is nothing to render"
+        ) from None
     coroutine.close()
     raise ImpError(f"{type(program).__name__} waits on something before its first request; it cannot be rendered")

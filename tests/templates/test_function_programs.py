@@ -1,4 +1,5 @@
 """`@imp.fn` function programs: what they declare, how they are called, and that they are programs."""
+# ruff: noqa: F841 - a function program declares outputs as locals that its body never reads
 
 from __future__ import annotations
 
@@ -261,7 +262,7 @@ def test_a_body_that_does_more_than_declare_outputs_is_refused() -> None:
 
     def assigns(text: str) -> str:
         """x"""
-        verdict: str = "fixed"  # noqa: F841
+        verdict: str = "fixed"
 
     for function, what in (
         (computes, "returns something other"),

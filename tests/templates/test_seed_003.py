@@ -1,4 +1,5 @@
 """Seed 003's walkthrough in imp's syntax: the default layout, Chat, the pirate template, `rate`, the history."""
+# ruff: noqa: F841 - a function program declares outputs as locals that its body never reads
 
 from __future__ import annotations
 
