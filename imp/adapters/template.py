@@ -24,7 +24,7 @@ from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, guidan
 from imp.errors import AdapterParseError
 from imp.lm.base import Message
 from imp.signature import Field, Signature
-from imp.values import type_name
+from imp.values import render_value, type_name
 
 if TYPE_CHECKING:
     from imp.lm.base import LM
@@ -337,8 +337,6 @@ class TemplateAdapter(Adapter):
         (field,) = signature.outputs.values()
         if field.name not in outputs:
             return missing_message.strip()
-        from imp.values import render_value
-
         return render_value(outputs[field.name], field)
 
     def response_instruction(self, signature: Signature) -> str | None:
@@ -459,6 +457,17 @@ class TemplateAdapter(Adapter):
         """Refuse a demo whose output value holds the form's text after it (it could not be read back)."""
         form = self._bind(signature).form
         if form is None:
+            start = (self._prefill or "").strip()
+            if not start or len(signature.outputs) != 1:
+                return  # no prefill to start with (or the JSON fallback, whose form is its own)
+            (name,) = signature.outputs
+            for demo in demos:
+                value = demo.get(name)
+                if value is not None and not render_value(value).lstrip().startswith(start):
+                    raise TemplateError(
+                        f"the demo value of `{name}` does not start with the prefill {start!r}, and the whole reply "
+                        "(the prefill and what follows) is the value; start the demo's value with it"
+                    )
             return
         for demo in demos:
             for name in signature.outputs:

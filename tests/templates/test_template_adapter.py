@@ -103,6 +103,15 @@ def test_a_last_assistant_message_is_a_prefill_sent_and_read_as_the_start_of_the
     assert adapter.parse(RATE, continued) == adapter.parse(RATE, repeated) == {"verdict": "Good.", "result": 5}
 
 
+def test_with_a_prefill_and_no_form_a_demo_value_must_start_with_the_prefill() -> None:
+    adapter = imp.TemplateAdapter([*PIRATE, imp.assistant("Arr:")])
+    with pytest.raises(imp.TemplateError, match="does not start with the prefill 'Arr:'"):
+        imp.predict(SUMMARY, adapter=adapter, demos=[{"text": "t", "summary": "Models be ready."}])
+    demo = {"text": "t", "summary": "Arr: models be ready."}
+    written = adapter.format(SUMMARY, {"text": "x"}, demos=[demo])[2]["content"]
+    assert adapter.parse(SUMMARY, written) == {"summary": "Arr: models be ready."}
+
+
 def test_one_output_and_no_form_the_whole_reply_is_the_value() -> None:
     adapter = imp.TemplateAdapter(PIRATE)
     assert adapter.parse(SUMMARY, "  Arr, models be ready.\n") == {"summary": "Arr, models be ready."}
