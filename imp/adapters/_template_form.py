@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from imp.adapters._template_text import TemplateError
@@ -49,6 +49,10 @@ class Form:
 
     texts: tuple[str, ...]
     fields: tuple[Field, ...]
+    patterns: tuple[re.Pattern[str] | None, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "patterns", tuple(_anchor_pattern(t) for t in self.texts))
 
     @classmethod
     def build(cls, pieces: Sequence[str | Field], outputs: Mapping[str, Field], where: str) -> Form:
@@ -82,19 +86,19 @@ class Form:
     def write(self, values: Mapping[str, Any], missing: str) -> str:
         """The form filled with values (a demo's or a history turn's outputs)."""
         out = [self.texts[0]]
-        for field, text in zip(self.fields, self.texts[1:], strict=True):
-            out.append(render_value(values[field.name], field) if field.name in values else missing)
+        for item, text in zip(self.fields, self.texts[1:], strict=True):
+            out.append(render_value(values[item.name], item) if item.name in values else missing)
             out.append(text)
         return "".join(out).strip()
 
     def check_value(self, name: str, value: Any) -> None:
         """Refuse a value that holds the text read as the end of its place (it would be read back cut short)."""
-        for i, field in enumerate(self.fields):
-            if field.name != name:
+        for i, item in enumerate(self.fields):
+            pattern = self.patterns[i + 1]
+            if item.name != name or pattern is None:
                 continue
             after = self.texts[i + 1].split()
-            rendered = render_value(value, field)
-            if after and _anchor_pattern(self.texts[i + 1]).search(rendered):  # type: ignore[union-attr]
+            if pattern.search(render_value(value, item)):
                 raise TemplateError(
                     f"the demo value of `{name}` contains {' '.join(after)!r}, the form's text after it, "
                     "so it could not be read back; change the value or the template"
@@ -105,8 +109,7 @@ class Form:
         spans: list[tuple[int, int] | None] = []
         pos = 0
         last = len(self.texts) - 1
-        for i, literal in enumerate(self.texts):
-            pattern = _anchor_pattern(literal)
+        for i, pattern in enumerate(self.patterns):
             if pattern is None:
                 spans.append((0, 0) if i == 0 else (len(text), len(text)) if i == last else None)
                 continue
@@ -117,12 +120,12 @@ class Form:
             spans.append(match.span())
             pos = match.end()
         found: dict[str, str] = {}
-        for i, field in enumerate(self.fields):
+        for i, item in enumerate(self.fields):
             before = spans[i]
             if before is None:
                 continue
             end = next((s[0] for s in spans[i + 1 :] if s is not None and s[0] >= before[1]), len(text))
             value = text[before[1] : end].strip()
             if value:
-                found[field.name] = value
+                found[item.name] = value
         return found

@@ -114,13 +114,17 @@ class _Part:
     role: Role
     nodes: tuple[Node, ...]
     where: str
+    index: int
 
 
 @dataclass(frozen=True, slots=True)
 class _Bound:
-    """A template checked against one signature: its reply form (None: the whole reply is the one output)."""
+    """A template checked against one signature: its reply form (None: the whole reply is the one output),
+    each message with its loops over fields already expanded, and the plain `{instruction}`."""
 
     form: Form | None
+    nodes: tuple[tuple[Node, ...], ...] = ()
+    instruction: str = ""
 
 
 class TemplateAdapter(Adapter):
@@ -169,7 +173,7 @@ class TemplateAdapter(Adapter):
     def _part(message: TemplateMessage | Turns, index: int) -> _Part:
         assert isinstance(message, TemplateMessage)
         where = f"template message {index} ({message.role})"
-        return _Part(message.role, parse_template(message.content, where), where)
+        return _Part(message.role, parse_template(message.content, where), where, index)
 
     @property
     def template(self) -> tuple[TemplateMessage | Turns, ...]:
@@ -253,7 +257,7 @@ class TemplateAdapter(Adapter):
                     f"({', '.join(f'`{f.name}`' for f in outputs)}): with several outputs, spell the form in the "
                     "template, e.g. `{% for f in outputs %}{f.name}: {f.value}\\n{% endfor %}`"
                 )
-            return _Bound(None)
+            return self._bound_with(signature, None)
         part, nodes, _ = forms[0]
         for node, _loops in walk(nodes):
             if isinstance(node, Value | If):
@@ -271,7 +275,18 @@ class TemplateAdapter(Adapter):
             return SLOT.format(index[value.name])
 
         expanded = render(nodes, lookup, lambda v, s: _truth_of_field(v, s), lambda kind: outputs)
-        return _Bound(Form.build(split_slots(expanded, outputs), signature.outputs, part.where))
+        return self._bound_with(signature, Form.build(split_slots(expanded, outputs), signature.outputs, part.where))
+
+    def _source(self, part: _Part, signature: Signature) -> tuple[Node, ...]:
+        """The nodes a message is rendered from (the JSON fallback replaces the reply form in them)."""
+        return part.nodes
+
+    def _bound_with(self, signature: Signature, form: Form | None) -> _Bound:
+        parts = sorted((*self._head, *self._request), key=lambda p: p.index)
+        nodes: list[tuple[Node, ...]] = [()] * (max(p.index for p in parts) + 1)
+        for part in parts:
+            nodes[part.index] = _specialize(self._source(part, signature), signature)
+        return _Bound(form, tuple(nodes), self.instruction(signature))
 
     @staticmethod
     def _check_name(
@@ -345,40 +360,29 @@ class TemplateAdapter(Adapter):
     # --- formatting ----------------------------------------------------------------------
 
     def _render(self, part: _Part, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
-        history = signature.history_field
-        task_inputs = [f for n, f in signature.inputs.items() if n != history]
-        outputs = list(signature.outputs.values())
-        instruction: list[str] = []
+        bound = self._bind(signature)
+        fields = signature.inputs
+        out: list[str] = []
 
-        def value_of(field: Field) -> str:
-            value = values.get(field.name)
-            if field.kind == "output":
-                return placeholder(field)
-            if value is None:
-                return ""
-            return self.render_section(field, value, opts)
+        def emit(nodes: tuple[Node, ...]) -> None:
+            for node in nodes:
+                if isinstance(node, Text):
+                    out.append(node.text)
+                elif isinstance(node, Value):
+                    if node.name == "instruction":
+                        plain = opts.guidance is None and opts.agent_line == DEFAULT_AGENT_LINE
+                        out.append(
+                            bound.instruction if plain else self.instruction(signature, opts.guidance, opts.agent_line)
+                        )
+                    else:
+                        value = values.get(node.name)
+                        if value is not None:
+                            out.append(self.render_section(fields[node.name], value, opts))
+                elif isinstance(node, If):
+                    emit(node.body if _has_value(values.get(node.test.name)) else node.orelse)
 
-        def lookup(value: Value, scope: dict[str, object]) -> str:
-            field = scope.get(value.name)
-            if isinstance(field, Field):
-                return value_of(field) if value.attribute == "value" else _attribute(field, value.attribute)
-            if value.name == "instruction":
-                if not instruction:
-                    instruction.append(self.instruction(signature, opts.guidance, opts.agent_line))
-                return instruction[0]
-            return value_of(signature.fields[value.name])
-
-        def truth(value: Value, scope: dict[str, object]) -> bool:
-            field = scope.get(value.name)
-            if isinstance(field, Field):
-                if value.attribute == "value":
-                    return field.kind == "input" and _has_value(values.get(field.name))
-                return bool(_attribute(field, value.attribute))
-            if value.name == "instruction":
-                return True
-            return _has_value(values.get(value.name))
-
-        return render(part.nodes, lookup, truth, lambda kind: task_inputs if kind == "inputs" else outputs)
+        emit(bound.nodes[part.index])
+        return "".join(out)
 
     def format_with(self, signature: Signature, inputs: Mapping[str, Any], opts: FormatOptions) -> list[Message]:
         history_name = signature.history_field
@@ -505,29 +509,18 @@ class TemplateJSONAdapter(TemplateAdapter):
     name = "TemplateJSONAdapter"
 
     def _check(self, signature: Signature) -> _Bound:
-        super()._check(signature)  # the template must be valid for the signature either way
-        return _Bound(None)
+        return replace(super()._check(signature), form=None)  # the template must be valid either way
 
-    def _render(self, part: _Part, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
-        if part in self._form_parts(signature):
-            return self._render_json_form(part, signature, values, opts)
-        return super()._render(part, signature, values, opts)
-
-    def _form_parts(self, signature: Signature) -> tuple[_Part, ...]:
-        return tuple(
-            p
-            for p in (*self._head, *self._request)
-            if any(
-                (isinstance(n, For) and n.fields == "outputs" and _uses_value(n))
-                or (isinstance(n, Value) and n.name in signature.outputs)
-                for n, _ in walk(p.nodes)
-            )
+    def _source(self, part: _Part, signature: Signature) -> tuple[Node, ...]:
+        has_form = any(
+            (isinstance(n, For) and n.fields == "outputs" and _uses_value(n))
+            or (isinstance(n, Value) and n.name in signature.outputs)
+            for n, _ in walk(part.nodes)
         )
+        return self._json_form(part, signature) if has_form else part.nodes
 
-    def _render_json_form(
-        self, part: _Part, signature: Signature, values: Mapping[str, Any], opts: FormatOptions
-    ) -> str:
-        """The part with its reply form replaced by the JSON object the reply is."""
+    def _json_form(self, part: _Part, signature: Signature) -> tuple[Node, ...]:
+        """The part's nodes with its reply form replaced by the JSON object the reply is."""
         import json
 
         skeleton = Text(json.dumps({f.name: placeholder(f) for f in signature.outputs.values()}, ensure_ascii=False))
@@ -545,7 +538,7 @@ class TemplateJSONAdapter(TemplateAdapter):
             start = first - 1 if lead else first
             stop = last + 2 if tail else last + 1
             nodes[start:stop] = [*lead, skeleton, *tail]
-        return super()._render(replace(part, nodes=tuple(nodes)), signature, values, opts)
+        return tuple(nodes)
 
     def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
         from imp.adapters.json import JSONAdapter
@@ -575,6 +568,56 @@ class TemplateJSONAdapter(TemplateAdapter):
     @property
     def fallback(self) -> Adapter | None:
         return None
+
+
+def _specialize(nodes: tuple[Node, ...], signature: Signature) -> tuple[Node, ...]:
+    """The nodes for one signature: loops expanded, field attributes and output placeholders as text.
+
+    What is left depends on the request only: `{instruction}`, inputs' values, and tests of them.
+    """
+    history = signature.history_field
+    lists = {
+        "inputs": [f for n, f in signature.inputs.items() if n != history],
+        "outputs": list(signature.outputs.values()),
+    }
+
+    def visit(items: tuple[Node, ...], scope: dict[str, Field]) -> list[Node]:
+        out: list[Node] = []
+        for node in items:
+            if isinstance(node, Text):
+                out.append(node)
+            elif isinstance(node, Value):
+                field = scope.get(node.name)
+                if field is not None and node.attribute != "value":
+                    out.append(Text(_attribute(field, node.attribute)))
+                elif field is None and node.name == "instruction":
+                    out.append(node)
+                else:
+                    target = field or signature.fields[node.name]
+                    out.append(Text(placeholder(target)) if target.kind == "output" else Value(target.name))
+            elif isinstance(node, If):
+                field = scope.get(node.test.name)
+                if field is not None and node.test.attribute != "value":
+                    out.extend(visit(node.body if _attribute(field, node.test.attribute) else node.orelse, scope))
+                elif field is None and node.test.name == "instruction":
+                    out.extend(visit(node.body, scope))
+                elif (field or signature.fields[node.test.name]).kind == "output":
+                    out.extend(visit(node.orelse, scope))
+                else:
+                    name = (field or signature.fields[node.test.name]).name
+                    out.append(If(Value(name), tuple(visit(node.body, scope)), tuple(visit(node.orelse, scope))))
+            else:
+                for item in lists[node.fields]:
+                    out.extend(visit(node.body, {**scope, node.var: item}))
+        return out
+
+    merged: list[Node] = []
+    for node in visit(nodes, {}):
+        if isinstance(node, Text) and merged and isinstance(merged[-1], Text):
+            merged[-1] = Text(merged[-1].text + node.text)
+        else:
+            merged.append(node)
+    return tuple(merged)
 
 
 def _uses_value(loop: For) -> bool:
