@@ -50,9 +50,12 @@ class Form:
     texts: tuple[str, ...]
     fields: tuple[Field, ...]
     patterns: tuple[re.Pattern[str] | None, ...] = field(init=False)
+    needles: tuple[str | None, ...] = field(init=False)
+    """The anchor as plain text when it is one word (found with `str.find`, the common case)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "patterns", tuple(_anchor_pattern(t) for t in self.texts))
+        object.__setattr__(self, "needles", tuple(t.strip() if len(t.split()) == 1 else None for t in self.texts))
 
     @classmethod
     def build(cls, pieces: Sequence[str | Field], outputs: Mapping[str, Field], where: str) -> Form:
@@ -106,26 +109,40 @@ class Form:
 
     def read(self, text: str) -> dict[str, str]:
         """The value text of each output found: what lies between the literal text around it."""
-        spans: list[tuple[int, int] | None] = []
+        count, size = len(self.fields), len(text)
+        starts = [-1] * (count + 1)
+        ends = [-1] * (count + 1)
         pos = 0
-        last = len(self.texts) - 1
-        for i, pattern in enumerate(self.patterns):
+        for i in range(count + 1):
+            needle = self.needles[i]
+            if needle is not None:
+                at = text.find(needle, pos)
+                if at >= 0:
+                    starts[i], ends[i] = at, at + len(needle)
+                    pos = ends[i]
+                continue
+            pattern = self.patterns[i]
             if pattern is None:
-                spans.append((0, 0) if i == 0 else (len(text), len(text)) if i == last else None)
+                if i == 0:
+                    starts[0] = ends[0] = 0
+                elif i == count:
+                    starts[i] = ends[i] = size
                 continue
             match = pattern.search(text, pos)
-            if match is None:
-                spans.append(None)
-                continue
-            spans.append(match.span())
-            pos = match.end()
+            if match is not None:
+                starts[i], ends[i] = match.span()
+                pos = ends[i]
         found: dict[str, str] = {}
-        for i, item in enumerate(self.fields):
-            before = spans[i]
-            if before is None:
+        for i in range(count):
+            begin = ends[i]
+            if begin < 0:
                 continue
-            end = next((s[0] for s in spans[i + 1 :] if s is not None and s[0] >= before[1]), len(text))
-            value = text[before[1] : end].strip()
+            end = size
+            for j in range(i + 1, count + 1):
+                if starts[j] >= begin:
+                    end = starts[j]
+                    break
+            value = text[begin:end].strip()
             if value:
-                found[item.name] = value
+                found[self.fields[i].name] = value
         return found

@@ -125,6 +125,8 @@ class _Bound:
     form: Form | None
     nodes: tuple[tuple[Node, ...], ...] = ()
     instruction: str = ""
+    system: str | None = None
+    """The system text when it depends on no input (and the loop adds no guidance)."""
 
 
 class TemplateAdapter(Adapter):
@@ -163,11 +165,13 @@ class TemplateAdapter(Adapter):
         request = [i for i in range(split, end) if isinstance(items[i], TemplateMessage)]
         self._head = tuple(self._part(items[i], i) for i in head)
         self._request = tuple(self._part(items[i], i) for i in request)
+        self._last_user = max(i for i, p in enumerate(self._request) if p.role == "user")
         if any(p.role == "system" for p in self._request):
             raise TemplateError("system messages go before imp.turns() and the request")
         self._messages = messages
         self._bound: OrderedDict[Signature, _Bound] = OrderedDict()
         self._json: TemplateJSONAdapter | None = None
+        self._last: tuple[Signature, _Bound] | None = None
 
     @staticmethod
     def _part(message: TemplateMessage | Turns, index: int) -> _Part:
@@ -211,7 +215,12 @@ class TemplateAdapter(Adapter):
         self.check_demos(task, demos)
 
     def _bind(self, signature: Signature) -> _Bound:
+        last = self._last
+        if last is not None and last[0] is signature:  # the usual call: the same program's signature again
+            return last[1]
         bound = self._bound.get(signature)
+        if bound is not None:
+            self._last = (signature, bound)
         if bound is not None:
             return bound
         bound = self._check(signature)
@@ -286,7 +295,13 @@ class TemplateAdapter(Adapter):
         nodes: list[tuple[Node, ...]] = [()] * (max(p.index for p in parts) + 1)
         for part in parts:
             nodes[part.index] = _specialize(self._source(part, signature), signature)
-        return _Bound(form, tuple(nodes), self.instruction(signature))
+        instruction = self.instruction(signature)
+        system: str | None = None
+        heads = [nodes[p.index] for p in self._head if p.role == "system"]
+        if all(isinstance(n, Text) or (isinstance(n, Value) and n.name == "instruction") for h in heads for n in h):
+            texts = ["".join(n.text if isinstance(n, Text) else instruction for n in h) for h in heads]
+            system = "\n\n".join(t for t in texts if t)
+        return _Bound(form, tuple(nodes), instruction, system)
 
     @staticmethod
     def _check_name(
@@ -339,6 +354,9 @@ class TemplateAdapter(Adapter):
         return self._head_system(signature, options.get("inputs") or {}, FormatOptions.read(options))
 
     def _head_system(self, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
+        bound = self._bind(signature)
+        if bound.system is not None and opts.guidance is None and opts.agent_line == DEFAULT_AGENT_LINE:
+            return bound.system
         texts = [self._render(p, signature, values, opts) for p in self._head if p.role == "system"]
         return "\n\n".join(t for t in texts if t)
 
@@ -376,7 +394,9 @@ class TemplateAdapter(Adapter):
                         )
                     else:
                         value = values.get(node.name)
-                        if value is not None:
+                        if type(value) is str and opts.input_section_renderer is None:
+                            out.append(value)  # what render_section gives a string, without the calls
+                        elif value is not None:
                             out.append(self.render_section(fields[node.name], value, opts))
                 elif isinstance(node, If):
                     emit(node.body if _has_value(values.get(node.test.name)) else node.orelse)
@@ -418,7 +438,7 @@ class TemplateAdapter(Adapter):
         if not opts.omit_empty_request or any(inputs.get(name) is not None for name in task.inputs):
             request = [{"role": p.role, "content": self._render(p, task, inputs, opts)} for p in self._request]
             instruction = self.response_instruction(task) if opts.response_instruction else None
-            last_user = max(i for i, m in enumerate(request) if m["role"] == "user")
+            last_user = self._last_user
             if instruction:
                 request[last_user]["content"] = f"{request[last_user]['content']}\n\n{instruction}".strip()
             name = inputs.get("user_name")
@@ -432,6 +452,10 @@ class TemplateAdapter(Adapter):
     def _system_text(self, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
         """The system message, through `system_renderer` when one is given (its default sees the inputs)."""
         if opts.system_renderer is None:
+            last = self._last
+            plain = opts.guidance is None and opts.agent_line == DEFAULT_AGENT_LINE
+            if plain and last is not None and last[0] is signature and last[1].system is not None:
+                return last[1].system
             return self._head_system(signature, values, opts)
         render_opts = opts.as_dict()
 
