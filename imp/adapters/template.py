@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from imp.adapters._template_bind import attribute, has_value, line_span, specialize, truth_of_field, uses_value
 from imp.adapters._template_form import SLOT, Form, placeholder, split_slots
 from imp.adapters._template_text import (
     FIELD_ATTRIBUTES,
@@ -24,7 +25,7 @@ from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, guidan
 from imp.errors import AdapterParseError
 from imp.lm.base import Message
 from imp.signature import Field, Signature
-from imp.values import render_value, type_name
+from imp.values import render_value
 
 if TYPE_CHECKING:
     from imp.lm.base import LM
@@ -241,13 +242,13 @@ class TemplateAdapter(Adapter):
                     self._check_name(node, loops, signature, inputs, part.where)
                     if node.name in signature.outputs and node.attribute is None and loops:
                         raise TemplateError(f"{part.where}: `{{{node.name}}}` of an output goes outside loops")
-                elif isinstance(node, For) and node.fields == "outputs" and _uses_value(node):
+                elif isinstance(node, For) and node.fields == "outputs" and uses_value(node):
                     if loops:
                         raise TemplateError(f"{part.where}: the reply form's loop cannot sit inside another loop")
                     forms.append((part, (node,), True))
             inline = [i for i, n in enumerate(part.nodes) if isinstance(n, Value) and n.name in signature.outputs]
             if inline:
-                forms.append((part, _line_span(part.nodes, inline[0], inline[-1]), False))
+                forms.append((part, line_span(part.nodes, inline[0], inline[-1]), False))
             for node, _loops in walk(part.nodes):
                 if isinstance(node, If) and any(
                     isinstance(n, Value) and n.name in signature.outputs for n, _ in walk(node.body + node.orelse)
@@ -280,10 +281,10 @@ class TemplateAdapter(Adapter):
             if isinstance(field, Field):
                 if value.attribute == "value":
                     return SLOT.format(index[field.name])
-                return _attribute(field, value.attribute)
+                return attribute(field, value.attribute)
             return SLOT.format(index[value.name])
 
-        expanded = render(nodes, lookup, lambda v, s: _truth_of_field(v, s), lambda kind: outputs)
+        expanded = render(nodes, lookup, lambda v, s: truth_of_field(v, s), lambda kind: outputs)
         return self._bound_with(signature, Form.build(split_slots(expanded, outputs), signature.outputs, part.where))
 
     def _source(self, part: _Part, signature: Signature) -> tuple[Node, ...]:
@@ -294,7 +295,7 @@ class TemplateAdapter(Adapter):
         parts = sorted((*self._head, *self._request), key=lambda p: p.index)
         nodes: list[tuple[Node, ...]] = [()] * (max(p.index for p in parts) + 1)
         for part in parts:
-            nodes[part.index] = _specialize(self._source(part, signature), signature)
+            nodes[part.index] = specialize(self._source(part, signature), signature)
         instruction = self.instruction(signature)
         system: str | None = None
         heads = [nodes[p.index] for p in self._head if p.role == "system"]
@@ -399,7 +400,7 @@ class TemplateAdapter(Adapter):
                         elif value is not None:
                             out.append(self.render_section(fields[node.name], value, opts))
                 elif isinstance(node, If):
-                    emit(node.body if _has_value(values.get(node.test.name)) else node.orelse)
+                    emit(node.body if has_value(values.get(node.test.name)) else node.orelse)
 
         emit(bound.nodes[part.index])
         return "".join(out)
@@ -537,7 +538,7 @@ class TemplateJSONAdapter(TemplateAdapter):
 
     def _source(self, part: _Part, signature: Signature) -> tuple[Node, ...]:
         has_form = any(
-            (isinstance(n, For) and n.fields == "outputs" and _uses_value(n))
+            (isinstance(n, For) and n.fields == "outputs" and uses_value(n))
             or (isinstance(n, Value) and n.name in signature.outputs)
             for n, _ in walk(part.nodes)
         )
@@ -549,7 +550,7 @@ class TemplateJSONAdapter(TemplateAdapter):
 
         skeleton = Text(json.dumps({f.name: placeholder(f) for f in signature.outputs.values()}, ensure_ascii=False))
         nodes = list(part.nodes)
-        loops = [i for i, n in enumerate(nodes) if isinstance(n, For) and n.fields == "outputs" and _uses_value(n)]
+        loops = [i for i, n in enumerate(nodes) if isinstance(n, For) and n.fields == "outputs" and uses_value(n)]
         if loops:
             nodes[loops[0]] = skeleton
         else:
@@ -592,94 +593,3 @@ class TemplateJSONAdapter(TemplateAdapter):
     @property
     def fallback(self) -> Adapter | None:
         return None
-
-
-def _specialize(nodes: tuple[Node, ...], signature: Signature) -> tuple[Node, ...]:
-    """The nodes for one signature: loops expanded, field attributes and output placeholders as text.
-
-    What is left depends on the request only: `{instruction}`, inputs' values, and tests of them.
-    """
-    history = signature.history_field
-    lists = {
-        "inputs": [f for n, f in signature.inputs.items() if n != history],
-        "outputs": list(signature.outputs.values()),
-    }
-
-    def visit(items: tuple[Node, ...], scope: dict[str, Field]) -> list[Node]:
-        out: list[Node] = []
-        for node in items:
-            if isinstance(node, Text):
-                out.append(node)
-            elif isinstance(node, Value):
-                field = scope.get(node.name)
-                if field is not None and node.attribute != "value":
-                    out.append(Text(_attribute(field, node.attribute)))
-                elif field is None and node.name == "instruction":
-                    out.append(node)
-                else:
-                    target = field or signature.fields[node.name]
-                    out.append(Text(placeholder(target)) if target.kind == "output" else Value(target.name))
-            elif isinstance(node, If):
-                field = scope.get(node.test.name)
-                if field is not None and node.test.attribute != "value":
-                    out.extend(visit(node.body if _attribute(field, node.test.attribute) else node.orelse, scope))
-                elif field is None and node.test.name == "instruction":
-                    out.extend(visit(node.body, scope))
-                elif (field or signature.fields[node.test.name]).kind == "output":
-                    out.extend(visit(node.orelse, scope))
-                else:
-                    name = (field or signature.fields[node.test.name]).name
-                    out.append(If(Value(name), tuple(visit(node.body, scope)), tuple(visit(node.orelse, scope))))
-            else:
-                for item in lists[node.fields]:
-                    out.extend(visit(node.body, {**scope, node.var: item}))
-        return out
-
-    merged: list[Node] = []
-    for node in visit(nodes, {}):
-        if isinstance(node, Text) and merged and isinstance(merged[-1], Text):
-            merged[-1] = Text(merged[-1].text + node.text)
-        else:
-            merged.append(node)
-    return tuple(merged)
-
-
-def _uses_value(loop: For) -> bool:
-    return any(isinstance(n, Value) and n.name == loop.var and n.attribute == "value" for n, _ in walk(loop.body))
-
-
-def _line_span(nodes: tuple[Node, ...], first: int, last: int) -> tuple[Node, ...]:
-    """The nodes from the start of `first`'s line to the end of `last`'s: a form written inline."""
-    before = nodes[first - 1] if first > 0 else None
-    after = nodes[last + 1] if last + 1 < len(nodes) else None
-    span: list[Node] = []
-    if isinstance(before, Text):
-        span.append(Text(before.text.rpartition("\n")[2]))
-    span.extend(nodes[first : last + 1])
-    if isinstance(after, Text):
-        span.append(Text(after.text.partition("\n")[0]))
-    return tuple(span)
-
-
-def _attribute(field: Field, attribute: str | None) -> str:
-    if attribute == "name":
-        return field.name
-    if attribute == "desc":
-        return field.desc
-    if attribute == "type":
-        return type_name(field.annotation)
-    raise AssertionError(f"checked when bound: {attribute}")
-
-
-def _truth_of_field(value: Value, scope: dict[str, object]) -> bool:
-    field = scope.get(value.name)
-    return isinstance(field, Field) and value.attribute != "value" and bool(_attribute(field, value.attribute))
-
-
-def _has_value(value: Any) -> bool:
-    """What `{% if name %}` tests: a value other than None, an empty string or an empty collection."""
-    if value is None:
-        return False
-    if isinstance(value, str | list | tuple | dict | set):
-        return bool(value)
-    return True
