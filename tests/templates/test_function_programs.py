@@ -333,3 +333,25 @@ def test_a_saved_function_program_keeps_demos_and_template(tmp_path: Any) -> Non
     assert loaded.render(review="x") == tuned.render(review="x")
     with pytest.raises(imp.LoadError, match="registry"):
         imp.load(path)
+
+
+def test_a_function_without_source_says_where_to_define_it() -> None:
+    namespace: dict[str, Any] = {"imp": imp}
+    exec(compile('def f(text: str) -> str:\n    """x"""\n', "<no source>", "exec"), namespace)
+    with pytest.raises(FunctionError, match="its source cannot be read"):
+        imp.fn(namespace["f"])
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["plain", "two\nlines", "with <tags> & a colon: here", "  padded  ", '{"json": [1, 2]}', "ends with </verdicts"],
+)
+def test_the_tagged_form_round_trips_awkward_text(value: str) -> None:
+    @imp.fn(lm=scripted())
+    def rate(review: str) -> int:
+        """Rate."""
+        verdict: str = imp.out()
+
+    adapter = rate.program.adapter  # type: ignore[attr-defined]
+    written = adapter.default_outputs(rate.signature, {"verdict": value, "result": 2}, "")
+    assert adapter.parse(rate.signature, written) == {"verdict": value.strip(), "result": 2}
