@@ -110,6 +110,29 @@ class ZeroLM(imp.LM):
         return self._response
 
 
+TEMPLATE_TARGET = 1.20
+"""A template-formatted predict costs at most this much of a Chat one."""
+TEMPLATE = imp.TemplateAdapter(
+    [
+        imp.system("{instruction}\n\nAnswer in this form:\n{% for f in outputs %}{f.name}: {f.value}\n{% endfor %}"),
+        imp.turns(),
+        imp.user("{% for f in inputs %}{f.name}: {f.value}\n{% endfor %}"),
+    ]
+)
+
+
+def template_runner(case: Case) -> Runner:
+    """`await imp.call` of the same predict through a template (its reply written in the template's form)."""
+    reply = TEMPLATE.default_outputs(case.imp_signature, case.expected, "")
+    program = imp.predict(case.imp_signature, lm=ZeroLM(reply), adapter=TEMPLATE)
+    inputs = dict(case.inputs)
+
+    async def run_async() -> imp.Prediction:
+        return await imp.call(program, inputs)
+
+    return Runner("imp  await imp.call (template)", lambda: imp.call_sync(program, inputs).fields, run_async=run_async)
+
+
 def imp_runners(case: Case) -> list[Runner]:
     program = imp.predict(case.imp_signature, lm=ZeroLM(case.reply))
     scripted = imp.predict(case.imp_signature, lm=imp.ScriptedLM([], exhausted=case.reply))
@@ -131,6 +154,7 @@ def imp_runners(case: Case) -> list[Runner]:
         Runner("imp  await imp.call", check, run_async=run_async),
         Runner("imp  imp.call_sync", check, sync=run_sync),
         Runner("imp  await imp.call (ScriptedLM)", check, run_async=run_scripted),
+        template_runner(case),
     ]
     traced = otel_sink()
     if traced is not None:
@@ -380,6 +404,11 @@ def print_table(case: Case, runners: list[Runner], n: int) -> None:
     if api_only is not None:
         own = median(api_only.results) - imp_async
         print(f"  => of which imp's own part (events and the sink, no SDK): {own:.1f} µs")
+    template = next((r for r in runners if r.label == "imp  await imp.call (template)"), None)
+    if template is not None:
+        ratio = median(template.results) / imp_async
+        verdict = "meets" if ratio <= TEMPLATE_TARGET else "MISSES"
+        print(f"  => template / Chat (await imp.call) = {ratio:.3f}; target <= {TEMPLATE_TARGET:.2f}: {verdict}")
     dspy_fastest = min((median(r.results) for r in runners if r.label.startswith("DSPy")), default=None)
     if dspy_fastest and dspy_fastest < (base or float("inf")):
         print(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import linecache
 import re
 import sys
 import traceback
@@ -127,7 +128,10 @@ def _run_blocks(path: Path, blocks: list[Block], namespace: dict[str, object]) -
     for block in blocks:
         if not block.run:
             continue
-        code = compile(block.source, f"{path}:block{block.number}", "exec")
+        filename = f"{path}:block{block.number}"
+        code = compile(block.source, filename, "exec")
+        # The block's source is findable as a script's is (inspect.getsource; `@imp.fn` reads the body).
+        linecache.cache[filename] = (len(block.source), None, block.source.splitlines(True), filename)
         out = io.StringIO()
         try:
             with warnings.catch_warnings(), contextlib.redirect_stdout(out):

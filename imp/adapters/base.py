@@ -209,6 +209,9 @@ class Adapter(abc.ABC):
         """Output values written the way this dialect asks the model to reply (a tool loop replays its steps so)."""
         return self.default_outputs(signature, values, MISSING_IN_HISTORY).strip()
 
+    def check(self, signature: Signature, demos: Sequence[Mapping[str, Any]] = ()) -> None:  # noqa: B027 - optional hook
+        """Refuse, when a program is built, a signature or demos this dialect cannot write and read back."""
+
     # --- formatting ----------------------------------------------------------------------
 
     def format(self, signature: Signature, inputs: Mapping[str, Any], **options: Any) -> list[Message]:

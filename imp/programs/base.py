@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import functools
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 
@@ -15,6 +15,9 @@ from imp.runtime.deadline import time_left
 from imp.runtime.run import EventSink, run_needed, run_scope
 from imp.runtime.sync import run_sync
 from imp.signature import Signature
+
+if TYPE_CHECKING:
+    from imp.programs.rendered import RenderedRequest
 
 __all__ = ["Program", "call", "call_sync"]
 
@@ -29,6 +32,12 @@ class Program(abc.ABC):
     @abc.abstractmethod
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
         """Run once on these inputs (already merged into one dict)."""
+
+    def render(self, inputs: Mapping[str, Any] | None = None, /, **fields: Any) -> RenderedRequest:
+        """The exact first request (messages and options) this program would send for these inputs, not sent."""
+        from imp.programs.rendered import render
+
+        return render(self, {**(inputs or {}), **fields})
 
 
 async def call(

@@ -223,6 +223,8 @@ class Predict(Program):
         object.__setattr__(self, "adapter", as_adapter(self.adapter))
         object.__setattr__(self, "demos", check_demos(self.demos))
         object.__setattr__(self, "_format_options", FormatOptions.read({**self.adapter_opts, "demos": self.demos}))
+        if self.adapter is not None:
+            self.adapter.check(self.signature, self.demos)
 
     def with_lm(self, lm: LM) -> Predict:
         """The same program pinned to another LM."""

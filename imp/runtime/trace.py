@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -13,7 +16,7 @@ from imp._redact import redact, redact_text
 from imp.lm.base import LMResponse, Message
 from imp.settings import process_settings
 
-__all__ = ["Exchange", "inspect_history", "record_exchange", "recent_exchanges"]
+__all__ = ["Exchange", "inspect_history", "program_label", "record_exchange", "recent_exchanges"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +29,24 @@ class Exchange:
     options: dict[str, Any]
     response: LMResponse | None
     error: str | None = None
+    program: str | None = None
+    """The function program that sent it, when one did."""
 
 
-type _Record = tuple[float, str, Sequence[Message], Mapping[str, Any], LMResponse | None, str | None]
+type _Record = tuple[float, str, Sequence[Message], Mapping[str, Any], LMResponse | None, str | None, str | None]
+_PROGRAM: ContextVar[str | None] = ContextVar("imp_program_label", default=None)
+
+
+@contextmanager
+def program_label(name: str) -> Iterator[None]:
+    """Name the program whose requests are recorded inside the block (shown by `inspect_history`)."""
+    token = _PROGRAM.set(name)
+    try:
+        yield
+    finally:
+        _PROGRAM.reset(token)
+
+
 # Raw tuples: recording is on every LM request's path, reading (inspect_history) is rare.
 _RECENT: deque[_Record] = deque(maxlen=process_settings().history_size)
 
@@ -44,7 +62,7 @@ def record_exchange(
     none. `options` is kept as given, not copied."""
     recent = _buffer()
     if recent.maxlen:
-        recent.append((time.time(), model, messages, options, response, error))
+        recent.append((time.time(), model, messages, options, response, error, _PROGRAM.get()))
 
 
 def _buffer() -> deque[_Record]:
@@ -61,8 +79,8 @@ def recent_exchanges(n: int = 1) -> list[Exchange]:
     if n <= 0:
         return []
     return [
-        Exchange(at, model, messages, dict(options), response, error)
-        for at, model, messages, options, response, error in list(_buffer())[-n:]
+        Exchange(at, model, messages, dict(options), response, error, program)
+        for at, model, messages, options, response, error, program in list(_buffer())[-n:]
     ]
 
 
@@ -73,40 +91,50 @@ def _content(message: Message) -> str:
     return repr(redact(content))
 
 
+def _arguments(arguments: Any) -> str:
+    """Tool-call arguments as JSON (a JSON string as sent, or a mapping), redacted."""
+    if isinstance(arguments, str):
+        return redact_text(arguments)
+    return json.dumps(redact(dict(arguments)), ensure_ascii=False, default=str)
+
+
+def _exchange_text(exchange: Exchange) -> str:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(exchange.at))
+    who = f"{exchange.program} -> {exchange.model}" if exchange.program else exchange.model
+    out = [f"[{stamp}] {who}\n\n"]
+    for message in exchange.messages:
+        role = str(message.get("role", "?"))
+        name = f" ({message['name']})" if message.get("name") else ""
+        out.append(f"{role.capitalize()} message{name}:\n\n")
+        body = [redact_text(_content(message))] if _content(message) else []
+        for call in message.get("tool_calls") or ():
+            fn = call.get("function", {})
+            body.append(f"-> {fn.get('name')} {_arguments(fn.get('arguments') or {})}  [{call.get('id')}]")
+        out.append("\n".join(body) + "\n\n")
+    if exchange.error is not None:
+        out.append("Error:\n\n" + redact_text(exchange.error) + "\n\n")
+    elif exchange.response is not None:
+        response = exchange.response
+        out.append("Response:\n\n")
+        body = []
+        if response.text:
+            body.append(redact_text(response.text))
+        if response.fields is not None and not response.text:
+            body.append(json.dumps(redact(dict(response.fields)), ensure_ascii=False, default=str))
+        for call in response.tool_calls:
+            body.append(f"-> {call.name} {_arguments(call.arguments)}  [{call.id}]")
+        out.append("\n".join(body) + "\n\n")
+        usage = response.usage
+        out.append(f"(finish: {response.finish_reason}; tokens in {usage.input_tokens}, out {usage.output_tokens})\n\n")
+    return "".join(out)
+
+
 def inspect_history(n: int = 1, *, file: TextIO | None = None) -> str:
-    """Print the last n requests and replies readably (secrets redacted); returns the text too."""
-    out: list[str] = []
-    for exchange in recent_exchanges(n):
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(exchange.at))
-        out.append(f"\x1b[34m[{stamp}] {exchange.model}\x1b[0m\n")
-        for message in exchange.messages:
-            role = str(message.get("role", "?"))
-            name = f" ({message['name']})" if message.get("name") else ""
-            out.append(f"\x1b[31m{role.capitalize()} message{name}:\x1b[0m\n")
-            out.append(redact_text(_content(message)) + "\n")
-            for call in message.get("tool_calls") or ():
-                fn = call.get("function", {})
-                out.append(
-                    f"  -> tool call {fn.get('name')}({redact_text(str(fn.get('arguments')))}) [{call.get('id')}]\n"
-                )
-            out.append("\n")
-        if exchange.error is not None:
-            out.append("\x1b[31mError:\x1b[0m\n" + redact_text(exchange.error) + "\n\n")
-        elif exchange.response is not None:
-            response = exchange.response
-            out.append("\x1b[32mResponse:\x1b[0m\n")
-            if response.text:
-                out.append(redact_text(response.text) + "\n")
-            if response.fields is not None and not response.text:
-                out.append(redact_text(repr(redact(dict(response.fields)))) + "\n")
-            for call in response.tool_calls:
-                out.append(
-                    f"  -> tool call {call.name}({redact_text(repr(redact(dict(call.arguments))))}) [{call.id}]\n"
-                )
-            usage = response.usage
-            out.append(
-                f"(finish: {response.finish_reason}; tokens in {usage.input_tokens}, out {usage.output_tokens})\n\n"
-            )
-    text = "".join(out)
+    """Print the last n requests and replies readably (secrets redacted); returns the text too.
+
+    Each exchange: `[time] program -> model`, each message under its role ("System message:"...,
+    tool calls as `-> name {json arguments}`), "Response:", then the finish reason and tokens.
+    """
+    text = "".join(_exchange_text(exchange) for exchange in recent_exchanges(n))
     (file or sys.stdout).write(text)
     return text

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from imp._redact import is_secret_key
-from imp.adapters import Adapter, ChatAdapter, JSONAdapter, XMLAdapter
+from imp.adapters import Adapter, ChatAdapter, JSONAdapter, TemplateAdapter, XMLAdapter
 from imp.errors import ImpError, SignatureError
 from imp.lm.base import LM
 from imp.lm.scripted import ScriptedLM, StaticLM
@@ -173,10 +173,12 @@ class Saver:
         dumped: dict[str, Any] = self.value(signature.dump(), where)
         return dumped
 
-    def adapter(self, adapter: Adapter | None) -> str | None:
-        """An adapter's name from the allowlist (None when the program uses the configured one)."""
+    def adapter(self, adapter: Adapter | None) -> str | dict[str, Any] | None:
+        """An adapter's name from the allowlist (None when the program uses the configured one); a template as data."""
         if adapter is None:
             return None
+        if type(adapter) is TemplateAdapter:
+            return {"template": adapter.dump()}
         for name, cls in ADAPTERS.items():
             if type(adapter) is cls:
                 return name
@@ -276,6 +278,8 @@ class Loader:
         """The allowlisted adapter a file names."""
         if name is None:
             return None
+        if isinstance(name, Mapping) and set(name) == {"template"}:
+            return TemplateAdapter.load(name["template"])  # a template is data, rendered safely
         cls = ADAPTERS.get(name) if isinstance(name, str) else None
         if cls is None:
             raise LoadError(f"the saved adapter {name!r} is not one of {', '.join(ADAPTERS)}")

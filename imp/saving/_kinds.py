@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from imp.programs.base import Program
+from imp.programs.function import FunctionProgram, dump_function, load_function
 from imp.programs.predict import ChainOfThought, Predict
 from imp.programs.react import ReAct
 from imp.programs.react_trajectory import ReActTrajectory
@@ -176,3 +177,4 @@ def _load_react_trajectory(data: Mapping[str, Any], loader: Loader) -> Program:
 
 
 register_program_kind(ProgramKind("react_trajectory", ReActTrajectory, _dump_react_trajectory, _load_react_trajectory))
+register_program_kind(ProgramKind("function", FunctionProgram, dump_function, load_function))

@@ -1,0 +1,64 @@
+"""`program.render(inputs)`: the exact first request a program would send, built by its own code, not sent."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from imp.errors import ImpError
+from imp.lm.base import LM, LMResponse, Message
+from imp.settings import settings
+
+if TYPE_CHECKING:
+    from imp.programs.base import Program
+
+__all__ = ["RenderedRequest", "render"]
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedRequest:
+    """One request as it would be sent: the messages, the request options, and the model."""
+
+    messages: tuple[Message, ...]
+    options: Mapping[str, Any]
+    model: str
+
+
+class _Captured(BaseException):
+    """Carries the request out of the program at the moment it would be sent (no program catches it)."""
+
+    def __init__(self, request: RenderedRequest) -> None:
+        super().__init__("captured")
+        self.request = request
+
+
+class _CaptureLM(LM):
+    """Stands in for the program's LM: same name and capabilities, and it stops the program at its first request."""
+
+    def __init__(self, lm: LM | None) -> None:
+        if lm is not None:
+            self.provider, self.model, self.capabilities = lm.provider, lm.model, lm.capabilities
+
+    async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:
+        raise _Captured(RenderedRequest(tuple(messages), dict(options), f"{self.provider}:{self.model}"))
+
+
+def render(program: Program, inputs: Mapping[str, Any]) -> RenderedRequest:
+    """Run the program up to its first LM request and return that request instead of sending it."""
+    with_lm = getattr(program, "with_lm", None)
+    if with_lm is None:
+        raise TypeError(f"{type(program).__name__} cannot be rendered: it has no with_lm to stand an LM in")
+    lm = getattr(program, "lm", None) or getattr(getattr(program, "program", None), "lm", None) or settings().lm
+    stand_in = with_lm(_CaptureLM(lm))
+    coroutine = stand_in.acall(dict(inputs))
+    try:
+        coroutine.send(None)
+    except _Captured as captured:
+        return captured.request
+    except StopIteration:
+        raise ImpError(
+            f"{type(program).__name__} answered without an LM request, so there is nothing to render"
+        ) from None
+    coroutine.close()
+    raise ImpError(f"{type(program).__name__} waits on something before its first request; it cannot be rendered")
