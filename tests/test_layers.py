@@ -30,6 +30,10 @@ LAYERS = [
     "imp.adapters._xml_values",
     "imp.adapters.chat",
     "imp.adapters.xml",
+    "imp.adapters._template_text",
+    "imp.adapters._template_form",
+    "imp.adapters._template_bind",
+    "imp.adapters.template",
     "imp.adapters._names",
     "imp.adapters",
 ]

@@ -391,15 +391,8 @@ class FunctionProgram(Program):
         return self._sync(inputs)
 
     def _sync(self, inputs: dict[str, Any]) -> Prediction:
-        try:
-            return call_sync(self, inputs)
-        except RuntimeError as exc:
-            if "running event loop" not in str(exc):
-                raise
-            raise RuntimeError(
-                f"{self.name} is a sync function program called inside a running event loop; "
-                f"there use `await imp.call({self.name}, ...)`, or declare it `async def`"
-            ) from None
+        # Inside a running loop (a notebook cell) `call_sync` runs the call on a helper thread.
+        return call_sync(self, inputs)
 
     def __repr__(self) -> str:
         outputs = ", ".join(self.signature.outputs)
