@@ -59,7 +59,7 @@ $(LIVE_VENV)/.gemma3: $(LIVE_VENV)/.installed
 live-setup: $(LIVE_VENV)/.installed $(LIVE_VENV)/.smollm2 $(LIVE_VENV)/.gemma3
 
 test-live: $(STAMP) live-setup
-	IMP_LIVE_PYTHON=$(abspath $(LIVE_PY)) $(PY) -m pytest -m live tests/lm/live
+	IMP_LIVE_PYTHON=$(abspath $(LIVE_PY)) $(PY) -m pytest -m live tests/models/live
 
 demo: $(STAMP)
 	@$(PY) examples/demo.py

@@ -134,7 +134,7 @@ async def _raw(lib_name: str, base: str) -> tuple[Send, Callable[[], Awaitable[N
 
 async def _imp(backend: str, base: str) -> tuple[Send, Callable[[], Awaitable[None]]]:
     os.environ["IMP_HTTP_BACKEND"] = backend
-    from imp.lm import lm as make_lm
+    from imp.models import lm as make_lm
 
     lm = make_lm("openai:bench-model", api_key="bench", base_url=base, max_retries=0)
     os.environ.pop("IMP_HTTP_BACKEND")

@@ -20,7 +20,6 @@ import re
 import shutil
 import sys
 import textwrap
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
@@ -28,8 +27,8 @@ from typing import Any, Literal, TextIO
 import anyio
 
 import imp
-from imp.lm.base import Message
-from imp.lm.scripted import Step
+from imp.models.base import Message
+from imp.models.scripted import Step
 from imp.runtime.trace import Exchange, recent_exchanges
 
 __all__ = ["main"]
@@ -216,8 +215,6 @@ class Choice:
 def lm_factory() -> Callable[..., imp.LM] | None:
     """`imp.lm`, the provider-client factory, when this build has it."""
     found: Any = getattr(imp, "lm", None)
-    if isinstance(found, types.ModuleType):  # the `imp.lm` package rather than the function
-        found = getattr(found, "lm", None)
     return found if callable(found) else None
 
 

@@ -39,7 +39,7 @@ from imp.errors import (
     UnsupportedOption,
 )
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
-from imp.lm import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
+from imp.models import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
 
 if TYPE_CHECKING:
     from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match, parallel
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from imp.observe.trace_html import trace_html
     from imp.saving import ChecksumError, LoadError, SaveError, load, save
 
-from imp.lm._factory import lm
+from imp.models._factory import lm
 from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs import (
     CONTINUE,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from imp.adapters.base import Adapter
-    from imp.lm.base import LM
+    from imp.models.base import LM
 
 __all__ = ["Settings", "configure", "context", "process_settings", "settings"]
 

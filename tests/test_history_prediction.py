@@ -3,7 +3,7 @@
 import pytest
 
 import imp
-from imp.lm.scripted import to_response
+from imp.models.scripted import to_response
 
 
 def test_history_is_immutable_and_append_returns_a_new_one() -> None:

@@ -82,7 +82,7 @@ def test_a_decorated_test_passes_when_run_alone() -> None:
             "addopts=",
             "-p",
             "no:cacheprovider",
-            "tests/test_predict.py::test_runs_under_each_backend",
+            "tests/programs/test_predict.py::test_runs_under_each_backend",
         ],
         cwd=ROOT,
         capture_output=True,

@@ -87,7 +87,7 @@ def test_each_module_imports_only_layers_below_it(module: str) -> None:
 def test_the_layer_check_sees_function_local_imports_and_skips_type_checking_ones() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from imp.lm import LM\n"
+        "if TYPE_CHECKING:\n    from imp.models import LM\n"
         "def f():\n    from imp.history import History\n"
         "import imp.adapters.chat\n"
         "from imp.adapters import json\n"

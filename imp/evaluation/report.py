@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from imp._redact import redact, redact_text
 from imp.errors import ImpError
-from imp.lm.base import Usage
+from imp.models.base import Usage
 from imp.prediction import Example, Prediction
 
 __all__ = ["EvaluationError", "EvaluationReport", "EvaluationRow", "ErrorStage", "jsonable"]

@@ -26,7 +26,7 @@ from imp.runtime.trace import program_label
 from imp.signature import MISSING, Field, Signature
 
 if TYPE_CHECKING:
-    from imp.lm.base import LM
+    from imp.models.base import LM
     from imp.saving import Loader, Saver
 
 __all__ = ["TAGGED", "FunctionProgram", "Out", "dump_function", "fn", "load_function", "out"]

@@ -13,7 +13,7 @@ from imp.adapters._names import as_adapter
 from imp.adapters.base import Adapter, FormatOptions
 from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, ImpError, InvalidInputError, LMError, MissingInputError
-from imp.lm.base import LM, LMResponse, Message
+from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs.base import Program
 from imp.runtime.run import current_run

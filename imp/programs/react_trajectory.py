@@ -19,7 +19,7 @@ from imp.adapters.base import Adapter, FormatOptions
 from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, LMError
 from imp.history import ToolCall
-from imp.lm.base import LM
+from imp.models.base import LM
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs.base import Program
 from imp.programs.predict import ChainOfThought, Predict, check_options, prepare_inputs

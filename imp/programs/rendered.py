@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from imp.errors import ImpError
-from imp.lm.base import LM, LMResponse, Message
+from imp.models.base import LM, LMResponse, Message
 from imp.settings import settings
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from imp._redact import redact, redact_text
-from imp.lm.base import LMResponse, Message
+from imp.models.base import LMResponse, Message
 from imp.settings import process_settings
 
 __all__ = ["Exchange", "inspect_history", "program_label", "record_exchange", "recent_exchanges"]

@@ -15,8 +15,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from imp._redact import is_secret_key
 from imp.adapters import Adapter, ChatAdapter, JSONAdapter, TemplateAdapter, XMLAdapter
 from imp.errors import ImpError, SignatureError
-from imp.lm.base import LM
-from imp.lm.scripted import ScriptedLM, StaticLM
+from imp.models.base import LM
+from imp.models.scripted import ScriptedLM, StaticLM
 from imp.prediction import Example, Prediction
 from imp.programs.base import Program
 from imp.signature import Signature
@@ -195,7 +195,7 @@ class Saver:
                 f"{owner} is pinned to {lm!r}, a scripted LM, which cannot be saved (its replies are test data). "
                 "Save with imp.save(program, path, include_lm=False) and pass lm=... to imp.load"
             )
-        from imp.lm import PROVIDERS
+        from imp.models import PROVIDERS
 
         provider = getattr(lm, "provider", None)
         model = getattr(lm, "model", None)
@@ -293,7 +293,7 @@ class Loader:
             return None
         if not isinstance(data, Mapping) or not isinstance(data.get("provider"), str):
             raise LoadError("the saved lm must name a provider and a model")
-        from imp.lm import lm as make_lm
+        from imp.models import lm as make_lm
 
         options = dict(data.get("options") or {})
         return make_lm(f"{data['provider']}:{data['model']}", base_url=data.get("base_url"), **options)

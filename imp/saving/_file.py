@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from imp._redact import redact_text
-from imp.lm.base import LM
+from imp.models.base import LM
 from imp.programs.base import Program
 from imp.runtime.logging import get_logger
 from imp.saving._codec import ChecksumError, Loader, LoadError, Saver

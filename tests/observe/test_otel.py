@@ -19,7 +19,7 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.trace import SpanKind, StatusCode
 
 import imp
-from imp.lm.retry import RetryPolicy
+from imp.models.retry import RetryPolicy
 from imp.observe.otel import OtelSink
 
 SECRET = "sk-test-abcdefghijklmnopqrstuvwx0123456789"

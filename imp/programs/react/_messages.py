@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from imp.adapters.base import FormatOptions
 from imp.history import History, Step, ToolCall, ToolResult
-from imp.lm.base import Message
+from imp.models.base import Message
 from imp.programs.react._guidance import guidance
 from imp.programs.react._replay import current_turn_start, kind_of, note_renderer, plain_text_renderer, replay_turns
 from imp.programs.react._state import SUBMIT, THOUGHT_FIELD, Turn

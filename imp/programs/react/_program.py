@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from imp.adapters.base import Adapter
 from imp.adapters.chat import ChatAdapter
 from imp.history import History
-from imp.lm.base import LM
+from imp.models.base import LM
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs.base import Program
 from imp.programs.predict import check_options, prepare_inputs, resolve_lm

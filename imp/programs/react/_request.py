@@ -21,7 +21,7 @@ from imp.errors import (
     ToolChoiceUnsupported,
 )
 from imp.history import History, ToolCall
-from imp.lm.base import LMResponse
+from imp.models.base import LMResponse
 from imp.programs.predict import request
 from imp.programs.react._messages import step_messages
 from imp.programs.react._replay import episode_boundaries

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from imp.history import History, Step, ToolCall
-from imp.lm.base import LM
+from imp.models.base import LM
 from imp.runtime.deadline import time_left
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from imp.history import Step, ToolCall, ToolResult
-from imp.lm.base import LMResponse
+from imp.models.base import LMResponse
 from imp.programs.react._state import SUBMIT, Ending, Turn, incomplete
 from imp.runtime.deadline import time_left
 from imp.runtime.run import current_run, emit

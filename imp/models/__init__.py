@@ -1,0 +1,55 @@
+"""Model clients: the LM protocol, scripted LMs, and the OpenAI-compatible and Anthropic clients."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from imp.models._factory import PROVIDERS, lm
+from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent, Usage
+from imp.models.retry import RetryPolicy
+from imp.models.scripted import ScriptedLM, ScriptedRequest, StaticLM
+
+if TYPE_CHECKING:
+    from imp.models.anthropic import AnthropicLM
+    from imp.models.cache import MemoryCache, ResponseCache, SQLiteCache
+    from imp.models.openai import OpenAILM, OpenRouterLM
+
+__all__ = [
+    "LM",
+    "PROVIDERS",
+    "AnthropicLM",
+    "LMCapabilities",
+    "LMResponse",
+    "MemoryCache",
+    "Message",
+    "OpenAILM",
+    "OpenRouterLM",
+    "ResponseCache",
+    "RetryPolicy",
+    "SQLiteCache",
+    "ScriptedLM",
+    "ScriptedRequest",
+    "StaticLM",
+    "StreamEvent",
+    "Usage",
+    "lm",
+]
+
+_LAZY = {
+    "AnthropicLM": "imp.models.anthropic",
+    "OpenAILM": "imp.models.openai",
+    "OpenRouterLM": "imp.models.openai",
+    "MemoryCache": "imp.models.cache",
+    "ResponseCache": "imp.models.cache",
+    "SQLiteCache": "imp.models.cache",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the provider clients and caches on first use, to keep `import imp` light."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'imp.models' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,73 @@
+"""The LM layer's log lines (structlog, logger `imp`), redacted before they are written."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from imp._redact import redact_text
+from imp.errors import LMError
+
+if TYPE_CHECKING:
+    from imp.models._stepdown import StepDown
+
+__all__ = ["log_cache_failure", "log_retry", "log_step_down"]
+
+
+def _logger() -> Any:
+    from imp.runtime.logging import get_logger
+
+    return get_logger()
+
+
+def _call_id() -> str | None:
+    """The id of the `imp.call` this request belongs to (None outside one), to tie a line to its call."""
+    from imp.runtime.run import current_run
+
+    run = current_run()
+    return run.call_id if run is not None else None
+
+
+def log_retry(model_key: str, attempt: int, error: LMError, wait: float) -> None:
+    """One line per retried attempt: which model, which attempt failed, why, and the wait; also a
+    `model_retry` event on the current run, so a trace marks the retry on its LM request."""
+    from imp.runtime.run import emit
+
+    emit(
+        "model_retry",
+        model=model_key,
+        attempt=attempt,
+        status=error.status,
+        error_type=type(error).__name__,
+        error=redact_text(error.message),
+        wait=round(wait, 3),
+    )
+    _logger().warning(
+        "lm_retry",
+        call_id=_call_id(),
+        model=model_key,
+        attempt=attempt,
+        status=error.status,
+        code=error.code,
+        kind=type(error).__name__,
+        error=redact_text(error.message),
+        wait=round(wait, 3),
+    )
+
+
+def log_step_down(model_key: str, step: StepDown, error: LMError) -> None:
+    """One line when a server refused an option and this LM stops sending it (or sends less)."""
+    _logger().warning(
+        "lm_step_down",
+        call_id=_call_id(),
+        model=model_key,
+        option=step.option,
+        sent=step.sent,
+        now=step.now,
+        status=error.status,
+        error=redact_text(error.message),
+    )
+
+
+def log_cache_failure(operation: str, exc: BaseException) -> None:
+    """A cache that failed to read or write: logged, never raised into the call."""
+    _logger().warning("lm_cache_failed", operation=operation, error=redact_text(f"{type(exc).__name__}: {exc}"))

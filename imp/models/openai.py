@@ -1,0 +1,367 @@
+"""The OpenAI Chat Completions client, for OpenAI, OpenRouter and every compatible server.
+
+Every quirk of the OpenAI-compatible world lives here: `content: ""` beside tool calls, names kept on
+messages, reasoning under three spellings, tool calls without ids, servers that repeat the tool name
+in every streamed delta, errors inside a 200 stream, usage in a final `choices: []` chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from imp.errors import InvalidResponse, LMError, StreamBroken
+from imp.models._http import HTTPLM, StreamState
+from imp.models._sse import SSEEvent
+from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name, wire_arguments
+from imp.models.base import LMCapabilities, LMResponse, StreamEvent
+from imp.records import Message, ToolCall, Usage
+
+__all__ = ["OpenAILM", "OpenRouterLM"]
+
+# OpenAI's reasoning models take `max_completion_tokens` and refuse `max_tokens`.
+_REASONING_MODEL = re.compile(r"^(gpt-5|o[134])([-_:.].*)?$")
+# What a provider needs back verbatim to continue a turn: `reasoning_content` (DeepSeek, z.ai),
+# `reasoning` (Groq, OpenRouter, Ollama), `reasoning_details` (OpenRouter, an array),
+# `thought_signature` / `extra_content` (Gemini's OpenAI-compatible endpoint).
+_REASONING_KEYS = ("reasoning_content", "reasoning", "reasoning_details", "thought_signature", "extra_content")
+
+
+class OpenAILM(HTTPLM):
+    """A client for OpenAI's Chat Completions API and the servers that speak it (through `base_url`)."""
+
+    provider = "openai"
+    default_base_url = "https://api.openai.com/v1"
+    api_key_env = "OPENAI_API_KEY"
+    capabilities = LMCapabilities(tool_calling=True, named_tool_choice=True, response_format="json_schema")
+    # Local and hosted OpenAI-compatible servers refuse different subsets of these.
+    step_down_options = frozenset({"response_format", "tool_choice", "parallel_tool_calls", "stream_options"})
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
+        return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def build_body(self, messages: Sequence[Message], options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": [_wire_message(m) for m in messages]}
+        for key in (
+            "temperature",
+            "top_p",
+            "stop",
+            "seed",
+            "parallel_tool_calls",
+            "response_format",
+            "reasoning_effort",
+        ):
+            if key in options:
+                body[key] = options[key]
+        if "max_tokens" in options:
+            # Only OpenAI itself renamed the field; compatible servers still read `max_tokens`.
+            official = self.provider == "openai" and self.base_url == self.default_base_url
+            limit_key = "max_completion_tokens" if official and _REASONING_MODEL.match(self.model) else "max_tokens"
+            body[limit_key] = options["max_tokens"]
+        if "tools" in options:
+            body["tools"] = [_wire_tool(t) for t in options["tools"]]
+        if "tool_choice" in options:
+            body["tool_choice"] = _wire_tool_choice(options["tool_choice"])
+        if stream:
+            body["stream"] = True
+            if "stream_options" not in self._stepped.dropped:  # usage in a final chunk; older servers refuse it
+                body["stream_options"] = {"include_usage": True}
+        body.update(options.get("extra_body") or {})
+        return body
+
+    def parse_response(self, body: Any, headers: Mapping[str, str], *, step: int) -> LMResponse:
+        if isinstance(body, Mapping) and body.get("error") is not None and not body.get("choices"):
+            raise _relayed_error(self, body)  # OpenRouter relays an upstream failure inside a 200
+        choices = body.get("choices") if isinstance(body, Mapping) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+            raise InvalidResponse(
+                "the response is not a chat completion (no choices)",
+                status=200,
+                provider=self.provider,
+                body=_short(body),
+            )
+        choice = choices[0]
+        message = choice.get("message") or {}
+        calls = tuple(_tool_call(raw, step, index) for index, raw in enumerate(message.get("tool_calls") or ()) if raw)
+        reasoning, reasoning_data = _reasoning(message)
+        return LMResponse(
+            text=_content_text(message.get("content")),
+            tool_calls=calls,
+            reasoning=reasoning,
+            reasoning_data=reasoning_data,
+            usage=_usage(body.get("usage")),
+            finish_reason=finish_reason(choice.get("finish_reason"), has_calls=bool(calls)),
+            model=body.get("model") or self.model,
+            request_id=headers.get("x-request-id") or body.get("id"),
+            raw=body,
+        )
+
+    def stream_state(self, *, step: int, headers: Mapping[str, str]) -> StreamState:
+        return _OpenAIStream(self, step, headers.get("x-request-id"))
+
+
+class OpenRouterLM(OpenAILM):
+    """OpenRouter: the OpenAI format, with errors relayed inside 200 bodies and cost in usage."""
+
+    provider = "openrouter"
+    default_base_url = "https://openrouter.ai/api/v1"
+    api_key_env = "OPENROUTER_API_KEY"
+
+
+def _relayed_error(lm: OpenAILM, body: Mapping[str, Any]) -> LMError:
+    error = body.get("error")
+    code = error.get("code") if isinstance(error, Mapping) else None
+    status = code if isinstance(code, int) and not isinstance(code, bool) else None
+    from imp.models.errors import error_from_payload
+
+    return error_from_payload(
+        status=status, body=body, provider=lm.provider, secrets=lm.secrets, in_stream=status is None
+    )
+
+
+def _short(body: Any) -> Any:
+    text = json.dumps(body, default=str)
+    return body if len(text) <= 2000 else text[:2000]
+
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message["role"]}
+    if "content" in message:
+        out["content"] = message["content"]
+    if "tool_call_id" in message:
+        out["tool_call_id"] = message["tool_call_id"]
+    name = message.get("name")
+    if isinstance(name, str) and name:
+        out["name"] = name
+    calls = message.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [_wire_tool_call(call, index) for index, call in enumerate(calls)]
+        if out.get("content") is None:
+            out["content"] = ""  # llama-cpp-python's server refuses `content: null` beside tool calls
+    elif "tool_calls" in message and message.get("role") == "assistant" and out.get("content") is None:
+        out["content"] = ""
+    data = message.get("reasoning_data")
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            out.setdefault(key, value)
+    return out
+
+
+def _wire_tool_call(call: Any, index: int) -> dict[str, Any]:
+    if isinstance(call, ToolCall):
+        return {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": wire_arguments(call.arguments)},
+        }
+    if not isinstance(call, Mapping):
+        raise TypeError(f"a tool call is a ToolCall or a mapping, got {type(call).__name__}")
+    fn = call.get("function")
+    source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else call
+    return {
+        "id": str(call.get("id") or f"call_{index}"),
+        "type": "function",
+        "function": {"name": source.get("name", ""), "arguments": wire_arguments(source.get("arguments", {}))},
+    }
+
+
+def _wire_tool(tool: Any) -> dict[str, Any]:
+    if not isinstance(tool, Mapping):
+        raise TypeError(f"a tool is a JSON schema mapping, got {type(tool).__name__}")
+    if isinstance(tool.get("function"), Mapping):
+        return {**tool, "type": "function"}
+    spec: dict[str, Any] = {"name": tool["name"]}
+    if tool.get("description") is not None:
+        spec["description"] = tool["description"]
+    spec["parameters"] = tool.get("parameters") or tool.get("input_schema") or {"type": "object", "properties": {}}
+    if "strict" in tool:
+        spec["strict"] = tool["strict"]
+    return {"type": "function", "function": spec}
+
+
+def _wire_tool_choice(choice: Any) -> Any:
+    mode = tool_choice_mode(choice)
+    if mode == "named":
+        return {"type": "function", "function": {"name": tool_choice_name(choice)}}
+    return mode
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts (some compatible servers answer in parts)
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") in (None, "text")
+        )
+    return str(content)
+
+
+def _tool_call(raw: Mapping[str, Any], step: int, index: int) -> ToolCall:
+    fn = raw.get("function") or {}
+    return ToolCall(
+        id=str(raw.get("id") or f"call_{step}_{index}"),  # Gemini's OpenAI-compatible endpoint sends no ids
+        name=str(fn.get("name") or ""),
+        arguments=parse_arguments(fn.get("arguments")),
+    )
+
+
+def _reasoning(message: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
+    data = {k: message[k] for k in _REASONING_KEYS if message.get(k) not in (None, "", [])}
+    text = message.get("reasoning_content") or message.get("reasoning")
+    if not isinstance(text, str) or not text:
+        details = message.get("reasoning_details")
+        parts = [d.get("text") or d.get("summary") for d in details or () if isinstance(d, Mapping)]
+        text = "".join(p for p in parts if isinstance(p, str)) or None
+    return text, (data or None)
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, Mapping):
+        return Usage(requests=1)
+    prompt = raw.get("prompt_tokens_details") or {}
+    completion = raw.get("completion_tokens_details") or {}
+    # `cached_tokens` (OpenAI), `prompt_cache_hit_tokens` (DeepSeek), `num_cached_tokens` (vLLM);
+    # `cost` is OpenRouter's, in dollars.
+    cached = prompt.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or raw.get("num_cached_tokens") or 0
+    cost = raw.get("cost")
+    return Usage(
+        input_tokens=int(raw.get("prompt_tokens") or 0),
+        output_tokens=int(raw.get("completion_tokens") or 0),
+        cached_tokens=int(cached),
+        reasoning_tokens=int(completion.get("reasoning_tokens") or 0),
+        cost=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0 else None,
+        requests=1,
+    )
+
+
+class _PendingCall:
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: list[str] = []
+
+
+class _OpenAIStream(StreamState):
+    """Accumulates chat completion chunks: text, reasoning, tool calls by index, usage, finish."""
+
+    def __init__(self, lm: OpenAILM, step: int, request_id: str | None) -> None:
+        self._lm = lm
+        self._step = step
+        self._request_id = request_id
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._details: list[Any] = []
+        self._reasoning_key = "reasoning_content"
+        self._calls: dict[int, _PendingCall] = {}
+        self._usage: Usage | None = None
+        self._finish: str | None = None
+        self._model: str | None = None
+        self._done = False
+
+    def feed(self, event: SSEEvent) -> list[StreamEvent]:
+        data = event.data
+        if data == "[DONE]":
+            self._done = True
+            return []
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            if event.event == "error":
+                raise self._lm.stream_error({"error": {"message": data}}) from None
+            return []
+        # Groq sends an `event: error` line, OpenRouter a chunk with an `error` object, inside a 200.
+        if event.event == "error" or (isinstance(chunk, Mapping) and chunk.get("error")):
+            raise self._lm.stream_error(chunk)
+        if not isinstance(chunk, Mapping):
+            return []
+        self._model = chunk.get("model") or self._model
+        self._request_id = self._request_id or chunk.get("id")
+        usage = chunk.get("usage")  # OpenAI sends it in a last `choices: []` chunk (`stream_options`)
+        if isinstance(usage, Mapping):
+            self._usage = _usage(usage)
+        out: list[StreamEvent] = []
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            key = "reasoning_content" if delta.get("reasoning_content") else "reasoning"
+            reasoning = delta.get(key)
+            if isinstance(reasoning, str) and reasoning:
+                self._reasoning_key = key
+                self._reasoning.append(reasoning)
+                out.append(StreamEvent(kind="reasoning", delta=reasoning))
+            elif delta.get("reasoning_details"):
+                for detail in delta["reasoning_details"]:
+                    text = detail.get("text") if isinstance(detail, Mapping) else None
+                    if isinstance(text, str) and text:
+                        self._reasoning.append(text)
+                        out.append(StreamEvent(kind="reasoning", delta=text))
+            if delta.get("reasoning_details"):
+                self._details.extend(delta["reasoning_details"])
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                self._text.append(content)
+                out.append(StreamEvent(kind="text", delta=content))
+            for raw in delta.get("tool_calls") or ():
+                out.append(self._tool_delta(raw))
+            if choice.get("finish_reason"):
+                self._finish = choice["finish_reason"]
+        return out
+
+    def _tool_delta(self, raw: Mapping[str, Any]) -> StreamEvent:
+        index = int(raw.get("index", len(self._calls)))
+        call = self._calls.get(index)
+        if call is None:
+            call = self._calls[index] = _PendingCall()
+        fn = raw.get("function") or {}
+        new_name = None
+        if raw.get("id") and not call.id:
+            call.id = str(raw["id"])
+        if fn.get("name") and not call.name:  # llama-cpp-python repeats id, type and name in every delta
+            call.name = new_name = str(fn["name"])
+        piece = fn.get("arguments") or ""
+        if piece:
+            call.arguments.append(piece)
+        return StreamEvent(kind="tool_call", delta=piece, index=index, tool_name=new_name, tool_call_id=call.id or None)
+
+    def finish(self) -> LMResponse:
+        if not self._done and self._finish is None:
+            raise StreamBroken(
+                "the stream ended before the completion finished",
+                provider=self._lm.provider,
+                code="stream_truncated",
+            )
+        calls = tuple(
+            ToolCall(
+                id=call.id or f"call_{self._step}_{position}",
+                name=call.name,
+                arguments=parse_arguments("".join(call.arguments)),
+            )
+            for position, (_, call) in enumerate(sorted(self._calls.items()))
+        )
+        reasoning = "".join(self._reasoning) or None
+        data: dict[str, Any] = {}
+        if self._details:
+            data["reasoning_details"] = self._details
+        elif reasoning:
+            data[self._reasoning_key] = reasoning
+        return LMResponse(
+            text="".join(self._text),
+            tool_calls=calls,
+            reasoning=reasoning,
+            reasoning_data=data or None,
+            usage=self._usage or Usage(requests=1),
+            finish_reason=finish_reason(self._finish, has_calls=bool(calls)),
+            model=self._model or self._lm.model,
+            request_id=self._request_id,
+        )
