@@ -9,7 +9,7 @@ bookkeeping around them (history, usage, callbacks). Run it with `make bench`, w
     .venv-bench/bin/python benchmarks/overhead.py -n 500     # fewer calls
     .venv-bench/bin/python benchmarks/overhead.py --profile  # where imp's time goes (cProfile)
 
-The runners, for each signature (`question -> answer`, and the escalation signature of seed 001):
+The runners, for each signature (`question -> answer`, and the escalation signature of the ReAct guide):
 
 - DSPy sync: `dspy.Predict(sig)(**inputs)` with `dspy.ChatAdapter`, on a `dspy.BaseLM` subclass
   (no litellm, no network, no cache: DSPy formats and parses every call).

@@ -49,7 +49,7 @@ class Message(TypedDict, total=False):
     """An OpenAI-style chat message, the shape adapters write and every LM client reads.
 
     `role` is always there; `content` is the text (None beside tool calls); `name` is the
-    participant's name (seed 000's message names); `tool_calls` are the assistant's native calls
+    participant's name (a history turn's `user_name` / `assistant_name`); `tool_calls` are the assistant's native calls
     (as `ToolCall` records or OpenAI-shaped dicts); `tool_call_id` ties a `tool` message to its
     call; `reasoning` and `reasoning_data` carry a provider's reasoning, verbatim, to continue a turn.
     """

@@ -93,7 +93,7 @@ class LMLike(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class FormatOptions:
-    """The format options of seed 000, read once from a mapping (unknown keys ignored)."""
+    """The Chat format options (demos, guidance, the renderer seams), read once from a mapping (unknown keys ignored)."""
 
     demos: Sequence[Mapping[str, Any]] = ()
     response_instruction: bool = True
@@ -406,7 +406,7 @@ class Adapter(abc.ABC):
         return self.parse_text(signature, completion)
 
     def text_field_reply(self, signature: Signature, text: str) -> dict[str, Any] | None:
-        """Seed 000's one exception: a marker-free, non-blank reply fills `metadata["text_field"]`.
+        """The one exception to parsing by markers: a marker-free, non-blank reply fills `metadata["text_field"]`.
 
         The reply must not try to answer in fields in any dialect (a `[[ ## f ## ]]` line, an
         output's tag, a JSON object with an output's key); the other outputs take their defaults.
@@ -493,7 +493,7 @@ def objective(instructions: str) -> str:
 
 
 def guidance_lines(signature: Signature, guidance: Mapping[str, Any] | None, agent_line: str | None) -> list[str]:
-    """The loop's guidance as instruction lines (seed 001): agent line, when to call, how to finish, the tools."""
+    """The loop's guidance as instruction lines: agent line, when to call, how to finish, the tools."""
     if not guidance:
         return []
     lines: list[str] = []

@@ -1,4 +1,4 @@
-"""The Chat adapter (seed 000): fields labelled with `[[ ## name ## ]]` markers."""
+"""The Chat adapter: fields labelled with `[[ ## name ## ]]` markers."""
 
 from __future__ import annotations
 

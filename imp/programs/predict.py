@@ -133,8 +133,10 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
     return values
 
 
-async def request(lm: LM, messages: list[Message], options: Mapping[str, Any], **event: Any) -> LMResponse:
-    """One LM request, recorded for `inspect_history` and counted once in the open usage
+async def request(
+    lm: LM, messages: list[Message], options: Mapping[str, Any], *, program: str | None = None, **event: Any
+) -> LMResponse:
+    """One LM request, recorded for `inspect_history` (under `program`, the sender's label) and counted once in the open usage
     accumulators (`record_unrecorded`), and reported as `model_request` then `model_response`
     (model, usage, duration) or `model_error` events with `event`'s fields added, unless the
     program announced the request itself."""
@@ -148,11 +150,11 @@ async def request(lm: LM, messages: list[Message], options: Mapping[str, Any], *
     try:
         response = await lm.request(messages, **options)
     except LMError as exc:
-        record_exchange(lm.model, messages, options, None, str(exc))
+        record_exchange(lm.model, messages, options, None, str(exc), program=program)
         if run is not None:
             run.deliver("model_error", model_error_fields(lm, exc, time.perf_counter() - started) | event)
         raise
-    record_exchange(lm.model, messages, options, response)
+    record_exchange(lm.model, messages, options, response, program=program)
     record_unrecorded(mark, f"{lm.provider}:{lm.model}", response.usage)
     if run is not None:
         run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | event)
@@ -255,7 +257,7 @@ class Predict(Program):
             messages = adapter.format_with(signature, values, opts)
             extra = adapter.request_options(signature, lm)
             options = {**extra, **config} if extra else config
-            response = await request(lm, messages, options)
+            response = await request(lm, messages, options, program=type(self).__name__)
             used, fell_back = adapter, False
             try:
                 fields = read_response(adapter, signature, response)
@@ -265,7 +267,7 @@ class Predict(Program):
                     raise
                 retry_messages = fallback.format_with(signature, values, opts)
                 retry_options = {**fallback.request_options(signature, lm), **config}
-                response = await request(lm, retry_messages, retry_options)
+                response = await request(lm, retry_messages, retry_options, program=type(self).__name__)
                 try:
                     fields = read_response(fallback, signature, response)
                 except AdapterParseError:

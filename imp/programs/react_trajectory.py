@@ -1,4 +1,4 @@
-"""The older loop (seed 001: experimental): DSPy's trajectory ReAct, built on `imp.Predict`.
+"""The older loop (experimental): DSPy's trajectory ReAct, built on `imp.Predict`.
 
 Each step is one Predict over the task inputs and the trajectory so far (as text), answering
 `next_thought`, `next_tool_name` (a tool or `finish`) and `next_tool_args`. The tool runs through

@@ -30,7 +30,7 @@ class Exchange:
     response: LMResponse | None
     error: str | None = None
     program: str | None = None
-    """The function program that sent it, when one did."""
+    """The program that sent it: a function program's name, else its kind (`Predict`, `ReAct`, ...)."""
 
 
 type _Record = tuple[float, str, Sequence[Message], Mapping[str, Any], LMResponse | None, str | None, str | None]
@@ -57,12 +57,15 @@ def record_exchange(
     options: Mapping[str, Any],
     response: LMResponse | None,
     error: str | None = None,
+    *,
+    program: str | None = None,
 ) -> None:
     """Keep one exchange; past `history_size` (see `imp.configure`) the oldest drop out, and 0 keeps
-    none. `options` is kept as given, not copied."""
+    none. `options` is kept as given, not copied. The label is the named function program's the
+    request runs under, else `program` (the sending program's kind: `Predict`, `ReAct`, ...)."""
     recent = _buffer()
     if recent.maxlen:
-        recent.append((time.time(), model, messages, options, response, error, _PROGRAM.get()))
+        recent.append((time.time(), model, messages, options, response, error, _PROGRAM.get() or program))
 
 
 def _buffer() -> deque[_Record]:

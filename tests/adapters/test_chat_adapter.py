@@ -1,4 +1,4 @@
-"""The Chat adapter, seed 000: layout, demos, history, tool turns, parse rules, options and renderer seams."""
+"""The Chat adapter: layout, demos, history, tool turns, parse rules, options and renderer seams."""
 
 from typing import Any
 

@@ -332,7 +332,7 @@ def _check_finish(value: Any) -> None:
 def react(
     signature: SignatureLike | type[Signature], tools: Sequence[Tool | Callable[..., Any]], **options: Any
 ) -> ReAct:
-    """A ReAct program (seed 001) over `tools`: `imp.tool`s, or plain functions (made tools with
+    """A ReAct program (native tool calls, `submit` or a text answer) over `tools`: `imp.tool`s, or plain functions (made tools with
     `imp.tool`). Options: `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `max_iters`, `finish`,
     `finish_on`, `last_request_note`, `last_request_tools`, `unsent_note`, `history_replay`, `tool_policy`."""
     check_options("imp.react", options, _OPTIONS)

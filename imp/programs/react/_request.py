@@ -150,7 +150,9 @@ async def request_step(
                 with attempt:
                     messages = step_messages(program, turn, thought_as_user=thought_as_user)
                     # request() emits model_request and model_response (with model, usage and duration)
-                    return await request(turn.lm, messages, request_options, step=turn.step, forced=forced)
+                    return await request(
+                        turn.lm, messages, request_options, program="ReAct", step=turn.step, forced=forced
+                    )
     except TimeoutError:
         return Failure("deadline_exceeded")
     except LMError as exc:

@@ -168,9 +168,14 @@ def test_the_history_prints_tool_calls_as_name_and_json_arguments() -> None:
     assert "\x1b[" not in printed
 
 
-def test_the_history_without_a_function_program_names_the_model() -> None:
+def test_the_history_without_a_function_program_names_the_program_kind() -> None:
     imp.call_sync(imp.predict("q -> a", lm=imp.ScriptedLM(["[[ ## a ## ]]\nx"])), q="y")
-    assert history().startswith("[T] scripted\n\nSystem message:")
+    assert history().startswith("[T] Predict -> scripted\n\nSystem message:")
+    imp.call_sync(imp.chain_of_thought("q -> a", lm=imp.ScriptedLM([{"reasoning": "r", "a": "x"}])), q="y")
+    assert history().startswith("[T] ChainOfThought -> scripted\n\nSystem message:")
+    agent = imp.react("q -> a", [], lm=imp.ScriptedLM([{"a": "x", "tool_calls": []}]))
+    imp.call_sync(agent, q="y")
+    assert history().startswith("[T] ReAct -> scripted\n\nSystem message:")
 
 
 def test_response_fields_print_as_json() -> None:

@@ -1,4 +1,4 @@
-"""The template adapter: messages, turns, prefill, the reply form as the parser, every seam of seed 000."""
+"""The template adapter: messages, turns, prefill, the reply form as the parser, every renderer seam of the Chat adapter."""
 
 from __future__ import annotations
 
@@ -219,7 +219,7 @@ def test_user_name_names_the_last_user_message() -> None:
     assert messages[-1] == {"role": "user", "content": "Text: t", "name": "alice"}
 
 
-# --- the renderer seams of seed 000 ----------------------------------------------------------------
+# --- the Chat adapter's renderer seams --------------------------------------------------------------
 
 
 def test_system_renderer_adds_to_the_templates_system_message() -> None:

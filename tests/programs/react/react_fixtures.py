@@ -1,4 +1,4 @@
-"""The seed 001 cast: the on_call tool, the escalation signature, and a scripted model."""
+"""The ReAct walkthrough's cast: the on_call tool, the escalation signature, and a scripted model."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Every example of seed 001, ported to Python with ScriptedLM, with the results the seed shows."""
+"""Every example of the ReAct guide's walkthrough, ported to Python with ScriptedLM, with the results it shows."""
 
 import pytest
 from react_fixtures import call_names, escalation, on_call, page, results, script
