@@ -119,6 +119,26 @@ def test_no_import_circles_in_imp() -> None:
     assert cycles == [], "import circles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
+def _room(module: str) -> str:
+    """The room a module belongs to: its package under `imp` (`imp.models`), or the module itself."""
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and (ROOT / parts[1]).is_dir()):
+        return ".".join(parts[:2])
+    return module
+
+
+def test_no_circles_between_rooms() -> None:
+    """Packages import one another only downward too (the package root `imp` re-exports and is left out)."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in _graph().items():
+        if module == "imp":
+            continue
+        mine = rooms.setdefault(_room(module), set())
+        mine.update(_room(t) for t in targets if _room(t) not in (_room(module), "imp"))
+    cycles = _cycles(rooms)
+    assert cycles == [], "room circles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
 def test_no_module_over_600_lines() -> None:
     long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert long == {}

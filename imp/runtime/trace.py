@@ -10,11 +10,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from imp._redact import redact, redact_text
-from imp.models.base import LMResponse, Message
+from imp.records import Message
 from imp.settings import process_settings
+
+if TYPE_CHECKING:
+    from imp.models.base import LMResponse  # a type only: the models layer sits above this one
 
 __all__ = ["Exchange", "inspect_history", "program_label", "record_exchange", "recent_exchanges"]
 

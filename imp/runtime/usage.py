@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from contextvars import ContextVar
 
-from imp.models.base import Usage
+from imp.records import Usage
 
 __all__ = ["UsageAccumulator", "UsageMark", "record_unrecorded", "record_usage", "track_usage", "usage_mark"]
 
