@@ -6,12 +6,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from imp._frozen import fast_init
 from imp.history import History
 from imp.records import ToolCall, Usage
 
 __all__ = ["Example", "Prediction", "PredictionMetadata"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PredictionMetadata:
     """How a prediction came about: the loop's account, usage, and what the provider said."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NotRequired, Required, TypedDict
 
+from imp._frozen import fast_init
 from imp._json import loads_object
 
 __all__ = [
@@ -129,6 +130,7 @@ class ToolResult:
         )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts (and provider-reported cost) of one or more LM calls."""

@@ -15,6 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "imp"
 LAYERS = [
     "imp._json",
     "imp._redact",
+    "imp._frozen",
     "imp.records",
     "imp.errors",
     "imp._annotation",

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from imp._frozen import fast_init
 from imp.records import NO_USAGE, Message, ToolCall, Usage
 
 __all__ = [
@@ -34,6 +35,7 @@ class LMCapabilities:
     response_format: ResponseFormatSupport = "none"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LMResponse:
     """One normalised LM reply, whatever the provider."""
@@ -53,6 +55,7 @@ class LMResponse:
     raw: Any = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
     """One streamed delta (`text`, `reasoning`, `tool_call`) or the final event with the response."""

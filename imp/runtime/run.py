@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from imp._frozen import fast_init
 from imp._redact import redact
 from imp.runtime.logging import event_level, get_logger, logs_enabled
 
@@ -58,6 +59,7 @@ _ITEMS_KEEP = 32
 _ids = itertools.count(1)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Event:
     """One thing that happened in a run, redacted: ordered by `seq` within its call."""
