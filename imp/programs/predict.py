@@ -147,14 +147,17 @@ async def request(
         run.deliver("model_request", {"model": f"{lm.provider}:{lm.model}", "messages": len(messages), **event})
     started = time.perf_counter()
     mark = usage_mark()
+    # What was sent: the client's own default options (`imp.lm(..., temperature=0.2)`) under the request's.
+    defaults = getattr(lm, "defaults", None)
+    sent = {**defaults, **options} if defaults else options
     try:
         response = await lm.request(messages, **options)
     except LMError as exc:
-        record_exchange(lm.model, messages, options, None, str(exc), program=program)
+        record_exchange(lm.model, messages, sent, None, str(exc), program=program)
         if run is not None:
             run.deliver("model_error", model_error_fields(lm, exc, time.perf_counter() - started) | event)
         raise
-    record_exchange(lm.model, messages, options, response, program=program)
+    record_exchange(lm.model, messages, sent, response, program=program)
     record_unrecorded(mark, f"{lm.provider}:{lm.model}", response.usage)
     if run is not None:
         run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | event)

@@ -348,3 +348,19 @@ def test_a_context_projection_is_a_span_event() -> None:
     assert dict(projected.attributes or {})["imp.omitted_steps"] == 2
     assert chat.start_time == 102_000_000_000 and chat.end_time == 104_000_000_000
     _check_names(list(memory.get_finished_spans()))
+
+
+def test_the_clients_own_default_options_are_reported_under_the_requests(exporter: InMemorySpanExporter) -> None:
+    async def run() -> None:
+        with FakeOpenAI() as fake:
+            fake.add((200, completion("[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", prompt=9, completion=3)))
+            lm = imp.lm("openai:gpt-4o", api_key=SECRET, base_url=fake.base_url, temperature=0.3, max_tokens=64)
+            async with lm:
+                qa = imp.predict("question -> answer", lm=lm, config={"max_tokens": 32})
+                await imp.call(qa, question="Capital of France?")
+
+    anyio.run(run)
+    (chat,) = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    attrs = dict(chat.attributes or {})
+    assert attrs["gen_ai.request.temperature"] == 0.3  # the client's default
+    assert attrs["gen_ai.request.max_tokens"] == 32  # the program's config wins over it
