@@ -22,7 +22,7 @@ from imp._json import loads as load_json
 from imp._json import loads_object as load_json_object
 from imp._json import unwrap_fence
 from imp._typeparse import type_to_text
-from imp.errors import InvalidInputError
+from imp.errors import ImpError, InvalidInputError
 from imp.signature import Field
 
 __all__ = [
@@ -47,7 +47,7 @@ _TRUE = frozenset({"true", "yes", "1"})
 _FALSE = frozenset({"false", "no", "0"})
 
 
-class CoercionError(ValueError):
+class CoercionError(ImpError, ValueError):
     """A value that does not fit its field; adapters turn it into `AdapterParseError`."""
 
     def __init__(self, field: str, value: Any, reason: str) -> None:
