@@ -290,15 +290,22 @@ def _coerce_union(field: Field, text: str, members: list[Any]) -> Any:
     `str` is one member like the others, so text that is nothing else stays text (never "").
     """
     body = unwrap_fence(text.strip()).strip()
+    for member in members:  # a literal choice written as itself is that choice (`'true'`, not True)
+        choices = _choices(member)
+        if choices is not None and any(isinstance(c, str) and c == body for c in choices):
+            return coerce_text(_member(field, member), text)
     try:
         candidate = json.loads(body)
     except ValueError:
         pass
     else:
         try:
-            return _validate(field, candidate)
+            value = _validate(field, candidate)
         except CoercionError:
             pass
+        else:
+            if not (isinstance(candidate, bool) and not isinstance(value, bool)):
+                return value  # (a bool that only fits as a number is not taken for it)
     reasons = []
     for member in members:
         try:

@@ -34,7 +34,11 @@ _ids = itertools.count()
 _ALPHABET = st.characters(
     codec="utf-8", exclude_categories=("Cs", "Cc"), exclude_characters="[]\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 ) | st.just("\n")
-_WORD = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz"), min_size=1, max_size=6)
+# "null" (and "none") is how an absent optional value is written: a choice spelled so would read
+# back as None in an optional field, in every text layout, so choices are never spelled so here.
+_WORD = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz"), min_size=1, max_size=6).filter(
+    lambda word: word not in ("null", "none")
+)
 
 
 def _is_json(text: str) -> bool:

@@ -185,3 +185,15 @@ def test_constraints_are_listed_in_dspy_s_words_in_the_declared_order() -> None:
     system = imp.ChatAdapter().format(Rated, {"review": "ok"})[0]["content"]
     assert "Constraints: maximum length: 500, minimum length: 1\n" in system
     assert "Constraints: less than or equal to: 5, a multiple of the given number: 0.5, greater than: 0\n" in system
+
+
+def test_a_union_reads_a_literal_choice_as_itself_and_a_bool_as_a_bool() -> None:
+    from typing import Literal
+
+    from imp.signature import Field
+    from imp.values import coerce_text
+
+    choice = Field("x", "output", int | Literal["true"])
+    assert coerce_text(choice, "true") == "true" and coerce_text(choice, "5") == 5
+    flag = Field("x", "output", int | bool)
+    assert coerce_text(flag, "true") is True and coerce_text(flag, "3") == 3
