@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import math
+from contextlib import nullcontext
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any
 
@@ -12,6 +13,7 @@ import sniffio
 
 from imp.programs._stream_tap import StreamPart, Tap, set_tap
 from imp.programs.base import Program, call
+from imp.runtime.deadline import deadline as imp_deadline
 from imp.runtime.run import Event, EventSink
 
 __all__ = ["StreamPart", "stream"]
@@ -35,6 +37,7 @@ async def stream(
     *,
     authorize: Any = None,
     on_event: EventSink | None = None,
+    deadline: float | None = None,
     **fields: Any,
 ) -> AsyncIterator[StreamPart]:
     """Run a program as `imp.call` does and yield its `StreamPart`s in order, the last one `final`
@@ -44,7 +47,9 @@ async def stream(
     for every adapter; reasoning deltas where the provider sends them; for `react`, each tool call
     when it is decided and each result when it arrives. Leaving the loop, or cancelling the task
     that reads it, cancels the run and its LM request. An error ends the stream, raised as
-    `imp.call` would raise it.
+    `imp.call` would raise it. `deadline` (seconds) runs the call under `imp.deadline`: a
+    deadline block around the loop works too, but an async generator's `yield` inside a cancel
+    scope is fragile (FastAPI's streaming endpoints are such generators).
     """
     if not isinstance(program, Program):
         raise TypeError(
@@ -73,7 +78,8 @@ async def stream(
     async def run() -> None:
         set_tap(tap)
         try:
-            prediction = await call(program, inputs, authorize=authorize, on_event=forward, **fields)
+            with imp_deadline(deadline) if deadline is not None else nullcontext():
+                prediction = await call(program, inputs, authorize=authorize, on_event=forward, **fields)
         except anyio.get_cancelled_exc_class():
             raise
         except BaseException as exc:

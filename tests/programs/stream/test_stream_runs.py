@@ -144,3 +144,13 @@ async def test_bad_arguments_are_refused_before_anything_runs() -> None:
         async for _ in imp.stream(imp.predict("question -> answer", lm=lm)):
             pass
     assert lm.streams == 0
+
+
+@both_backends
+async def test_the_deadline_option_ends_the_run_like_a_deadline_block() -> None:
+    lm = ChunkedLM(scripted("[[ ## answer ## ]]\n" + "word " * 200), 5, delay=0.01)
+    parts: list[str] = []
+    with pytest.raises(imp.DeadlineExceeded):
+        async for part in imp.stream(imp.predict("question -> answer", lm=lm), question="q", deadline=0.4):
+            parts.append(part.kind)
+    assert "field" in parts and "final" not in parts and lm.closed == 1
