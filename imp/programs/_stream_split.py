@@ -30,12 +30,13 @@ class FieldSplitter:
         self,
         find_open: Callable[[str, int], tuple[str, int, int] | None],
         find_close: Callable[[str, int, str], tuple[int, int] | None],
-        holdback: int,
+        markers: Callable[[str], tuple[str, ...]],
         decode: Callable[[str], str] | None = None,
     ) -> None:
         self._find_open = find_open
         self._find_close = find_close
-        self._holdback = holdback
+        self._markers = markers
+        self._holdback = max((len(m) for m in markers("")), default=0)
         self._decode = decode
         self._buf = ""
         self._pos = 0
@@ -68,7 +69,7 @@ class FieldSplitter:
                 self._emit(out, buf[self._pos : close[0]], end=True)
                 self._field, self._pos = None, close[1]
                 continue
-            safe = len(buf) if final else max(self._pos, len(buf) - self._holdback)
+            safe = len(buf) if final else self._safe(buf, self._field)
             if self._decode is not None and not final:
                 amp = buf.rfind("&", self._pos, safe)
                 if amp >= 0 and ";" not in buf[amp:safe]:
@@ -76,6 +77,15 @@ class FieldSplitter:
             self._emit(out, buf[self._pos : safe], end=final)
             self._pos = safe
             return out
+
+    def _safe(self, buf: str, field: str) -> int:
+        """Where text that could be the start of a marker begins (the end when none could)."""
+        markers = self._markers(field)
+        for i in range(max(self._pos, len(buf) - self._holdback), len(buf)):
+            tail = " ".join(buf[i:].split()) if not buf[i].isspace() else ""
+            if tail and any(m.startswith(tail) for m in markers):
+                return i
+        return len(buf)
 
     def _emit(self, out: list[Piece], text: str, *, end: bool) -> None:
         field = self._field
@@ -110,7 +120,8 @@ def _chat(signature: Signature) -> FieldSplitter:
         match = marker.search(buf, pos)
         return (match.start(), match.start()) if match is not None else None
 
-    return FieldSplitter(find_open, find_close, max(len(f"[[ ## {n} ## ]]") for n in names))
+    texts = tuple(f"[[ ## {n} ## ]]" for n in names)
+    return FieldSplitter(find_open, find_close, lambda field: texts)
 
 
 def _xml(signature: Signature) -> FieldSplitter:
@@ -128,7 +139,12 @@ def _xml(signature: Signature) -> FieldSplitter:
     def decode(text: str) -> str:
         return _XML_ENTITY.sub(lambda m: _XML_ENTITIES[m.group(0)], text)
 
-    return FieldSplitter(find_open, find_close, max(len(f"</{n} >") for n in names) + 32, decode)
+    opens = tuple(f"<{n}>" for n in names) + tuple(f"<{n} " for n in names)
+
+    def markers(field: str) -> tuple[str, ...]:
+        return (*opens, f"</{field}>", f"</{field} >") if field else (*opens, *(f"</{n} >" for n in names))
+
+    return FieldSplitter(find_open, find_close, markers, decode)
 
 
 def _template(adapter: Any, signature: Signature) -> FieldSplitter | None:
@@ -136,10 +152,10 @@ def _template(adapter: Any, signature: Signature) -> FieldSplitter | None:
     form = bound.form
     if form is None:
         (only,) = signature.outputs
-        return FieldSplitter(lambda buf, pos: (only, 0, 0) if pos == 0 else None, lambda b, p, f: None, 0)
+        return FieldSplitter(lambda buf, pos: (only, 0, 0) if pos == 0 else None, lambda b, p, f: None, lambda f: ())
     patterns = form.patterns
     names = [f.name for f in form.fields]
-    longest = max((len(t) for t in form.texts), default=0) + 16
+    anchors = tuple(" ".join(t.split()) for t in form.texts)
 
     def anchor(i: int, buf: str, pos: int) -> tuple[int, int] | None:
         pattern = patterns[i]
@@ -165,7 +181,11 @@ def _template(adapter: Any, signature: Signature) -> FieldSplitter | None:
                 return span[0], span[0]
         return None
 
-    return FieldSplitter(find_open, find_close, longest)
+    def markers(field: str) -> tuple[str, ...]:
+        later = anchors[names.index(field) + 1 :] if field else anchors
+        return tuple(a for a in later if a)
+
+    return FieldSplitter(find_open, find_close, markers)
 
 
 class JSONSplitter:

@@ -11,6 +11,7 @@ from stream_lms import ChunkedLM, scripted
 
 import imp
 from imp.models.base import LMResponse
+from imp.programs._stream_split import splitter_for
 
 CHAT = (
     "[[ ## reasoning ## ]]\nFirst, the [brackets] and [[ ## not a marker. ]]\n\n"
@@ -127,3 +128,29 @@ async def test_streams_under_both_backends() -> None:
     joined, parts = await collect(imp.chain_of_thought(SIGNATURE, lm=lm), question="q")
     assert joined["answer"] == "forty  two"
     assert parts[-1].prediction is not None and parts[-1].prediction.count == 42
+
+
+FIRST_TOKEN = [
+    (imp.ChatAdapter(), "[[ ## answer ## ]]\nHel"),
+    (imp.JSONAdapter(), '{"answer": "Hel'),
+    (imp.XMLAdapter(), "<answer>Hel"),
+    (
+        imp.TemplateAdapter([imp.system("Reply as\nAnswer: {answer}\nCount: {count}"), imp.user("{question}")]),
+        "Answer: Hel",
+    ),
+]
+
+
+@pytest.mark.parametrize(("adapter", "text"), FIRST_TOKEN, ids=["chat", "json", "xml", "template"])
+def test_text_that_cannot_start_a_marker_is_not_held_back(adapter: Any, text: str) -> None:
+    signature = imp.signature("question -> answer: str, count: int")
+    splitter = splitter_for(adapter, signature)
+    assert splitter is not None
+    assert splitter.feed(text) == [("answer", "Hel")]
+    # what could be the start of the next marker waits for the next chunk
+    tail = {"chat": "lo [[ ## co", "json": 'lo", "co', "xml": "lo</ans", "template": "lo\nCou"}[_kind(adapter)]
+    assert splitter.feed(tail) == [("answer", "lo")]
+
+
+def _kind(adapter: Any) -> str:
+    return {"ChatAdapter": "chat", "JSONAdapter": "json", "XMLAdapter": "xml"}.get(type(adapter).__name__, "template")
