@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextvars
 import math
-from contextlib import nullcontext
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -142,6 +142,10 @@ def _spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> _Task:
     import asyncio
 
     task = asyncio.get_running_loop().create_task(work(), context=context)
-    handle = _Task(lambda: None if task.cancel() else None)
+
+    def cancel() -> None:
+        task.cancel()
+
+    handle = _Task(cancel)
     task.add_done_callback(lambda _: handle.done.set())  # also when cancelled before it started
     return handle
