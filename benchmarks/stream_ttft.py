@@ -110,7 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     print(f"time to the first output token, {args.rounds} rounds; Python {platform.python_version()}")
-    print(f"{'backend':8} {'raw median':>11} {'raw p90':>9} {'imp median':>11} {'imp p90':>9} {'difference':>11}  verdict")
+    print(
+        f"{'backend':8} {'raw median':>11} {'raw p90':>9} {'imp median':>11} {'imp p90':>9} {'difference':>11}  verdict"
+    )
     ok = True
     try:
         for backend in ("asyncio", "trio"):
@@ -120,7 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             ok = ok and difference <= TARGET
 
             def ms(values: list[float], q: float) -> str:
-                return f"{statistics.quantiles(values, n=10)[8] * 1000:.2f}" if q else f"{statistics.median(values) * 1000:.2f}"
+                return (
+                    f"{statistics.quantiles(values, n=10)[8] * 1000:.2f}"
+                    if q
+                    else f"{statistics.median(values) * 1000:.2f}"
+                )
 
             print(
                 f"{backend:8} {ms(raw, 0):>8} ms {ms(raw, 0.9):>6} ms {ms(through, 0):>8} ms {ms(through, 0.9):>6} ms"
