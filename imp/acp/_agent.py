@@ -12,8 +12,10 @@ from typing import Any, Literal, Protocol
 import acp
 import anyio
 from acp import schema
+from anyio.abc import TaskGroup
 
 import imp
+from imp.acp._mcp import MCPApproval, open_servers
 from imp.programs.base import Program
 from imp.tools.authorization import AuthorizationRequest
 
@@ -43,6 +45,9 @@ class SessionContext:
     session_id: str
     cwd: str
     mcp_servers: tuple[Any, ...] = ()
+    """The servers as the editor listed them (ACP's records)."""
+    tools: tuple[imp.Tool, ...] = ()
+    """The listed servers' tools, connected through `imp.mcp` when `serve` was given `mcp=` approval."""
 
 
 class SessionStore(Protocol):
@@ -61,6 +66,8 @@ class _Session:
     always: dict[str, bool] = field(default_factory=dict)
     """Tool name -> allowed (True) or rejected (False) for the rest of the session."""
     scope: anyio.CancelScope | None = None
+    closed: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the session ends: its MCP servers are closed."""
 
 
 Factory = Callable[[SessionContext], Program | Awaitable[Program]]
@@ -77,12 +84,16 @@ class ImpAgent:
         output_key: str | None,
         permission_policy: PermissionPolicy,
         store: SessionStore | None,
+        mcp: MCPApproval | None = None,
+        group: TaskGroup | None = None,
     ) -> None:
         self._factory = factory
         self._input_key = input_key
         self._output_key = output_key
         self._policy = permission_policy
         self._store = store
+        self._mcp = mcp
+        self._group = group
         self._sessions: dict[str, _Session] = {}
         self._conn: Any = None
 
@@ -97,7 +108,15 @@ class ImpAgent:
         )
 
     async def _open(self, session_id: str, cwd: str, mcp_servers: Any) -> _Session:
-        context = SessionContext(session_id, cwd, tuple(mcp_servers or ()))
+        servers = tuple(mcp_servers or ())
+        closed = anyio.Event()
+        tools: tuple[imp.Tool, ...] = ()
+        if servers and self._mcp is not None and self._group is not None:
+            try:
+                tools = tuple(await open_servers(self._group, servers, self._mcp, closed))
+            except imp.ImpError as exc:
+                raise acp.RequestError.invalid_params({"detail": f"the session's MCP servers: {exc}"}) from None
+        context = SessionContext(session_id, cwd, servers, tools)
         program = self._factory(context)
         if inspect.isawaitable(program):
             program = await program
@@ -112,7 +131,7 @@ class ImpAgent:
                 f"the program has no output {self._output_key!r} (output_key); its outputs: {list(signature.outputs)}"
             )
             raise acp.RequestError.invalid_params({"detail": detail})
-        session = _Session(context, program)
+        session = _Session(context, program, closed=closed)
         self._sessions[session_id] = session
         return session
 
@@ -316,15 +335,22 @@ async def serve(
     output_key: str | None = None,
     permission_policy: PermissionPolicy = "client",
     store: SessionStore | None = None,
+    mcp: MCPApproval | None = None,
 ) -> None:
     """Serve ACP on stdin and stdout until stdin closes: a session per `session/new`, its program from
     `program_factory(SessionContext)`; the prompt's text goes to `input_key` (default: the first input),
-    `output_key` (default: the first output) is streamed as the agent's message."""
-    agent = ImpAgent(
-        program_factory,
-        input_key=input_key,
-        output_key=output_key,
-        permission_policy=permission_policy,
-        store=store,
-    )
-    await acp.run_agent(agent)  # type: ignore[arg-type]  # the methods a session needs, not every optional one
+    `output_key` (default: the first output) is streamed as the agent's message. With `mcp`
+    (`{"trusted": [...]}` or `{"authorize": fn}`, as `imp.mcp.connect` takes), the MCP servers a
+    session lists are connected and their tools given to the factory as `context.tools`."""
+    async with anyio.create_task_group() as group:
+        agent = ImpAgent(
+            program_factory,
+            input_key=input_key,
+            output_key=output_key,
+            permission_policy=permission_policy,
+            store=store,
+            mcp=mcp,
+            group=group,
+        )
+        await acp.run_agent(agent)  # type: ignore[arg-type]  # the methods a session needs, not every optional one
+        group.cancel_scope.cancel()  # stdin closed: every session's MCP servers end
