@@ -196,12 +196,12 @@ class ImpAgent:
 
     async def _turn(self, session: _Session, inputs: dict[str, Any], output_key: str) -> StopReason:
         session_id = session.context.session_id
-        streamed = False
+        tail = ""  # the message text streamed since the last tool result
         prediction: imp.Prediction | None = None
         parts = imp.stream(session.program, inputs, authorize=self._authorizer(session))
         async for part in parts:
             if part.kind == "field" and part.field == output_key:
-                streamed = True
+                tail += part.delta
                 await self._update(session_id, acp.update_agent_message_text(part.delta))
             elif part.kind in ("field", "reasoning"):
                 await self._update(session_id, acp.update_agent_thought_text(part.delta))
@@ -218,6 +218,7 @@ class ImpAgent:
                     ),
                 )
             elif part.kind == "tool_result" and part.tool_call_id:
+                tail = ""
                 failed = part.error is not None or part.outcome != "result"
                 shown = part.error if part.error is not None else _text(part.output)
                 await self._update(
@@ -238,7 +239,7 @@ class ImpAgent:
             if self._store is not None:
                 self._store.save(session_id, history.dump())
         answer = prediction.get(output_key)
-        if not streamed and isinstance(answer, str) and answer:
+        if isinstance(answer, str) and answer and answer.strip() != tail.strip():  # e.g. given by a submit tool
             await self._update(session_id, acp.update_agent_message_text(answer))
         usage = prediction.metadata.usage
         used = usage.input_tokens + usage.output_tokens if usage is not None else 0

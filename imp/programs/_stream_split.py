@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from imp.adapters.base import Adapter
 from imp.signature import Signature
@@ -312,7 +312,52 @@ def _json_escape(buf: str, i: int) -> tuple[str, int] | None:
     return chr(code), 6
 
 
-Splitter = FieldSplitter | JSONSplitter
+class PlainOrFields:
+    """A reply that may be plain text, which the adapter reads as its `text_field` (a loop step's
+    answer or thought), or fields in the adapter's form: its first visible character decides."""
+
+    def __init__(self, inner: FieldSplitter | JSONSplitter, text_field: str, opens: str) -> None:
+        self._inner = inner
+        self._field = text_field
+        self._opens = opens
+        self._mode: Literal["undecided", "fields", "plain"] = "undecided"
+        self._held = ""
+        self._spaces = ""
+        self._started = False
+
+    def feed(self, chunk: str) -> list[Piece]:
+        """The field pieces this chunk completes."""
+        if self._mode == "undecided":
+            self._held += chunk
+            visible = self._held.lstrip()
+            if not visible:
+                return []
+            self._mode = "fields" if visible[0] in self._opens else "plain"
+            chunk, self._held = self._held, ""
+        if self._mode == "fields":
+            return self._inner.feed(chunk)
+        return self._plain(chunk)
+
+    def close(self) -> list[Piece]:
+        """The pieces held back at the end of the reply."""
+        return self._inner.close() if self._mode == "fields" else []
+
+    def _plain(self, chunk: str) -> list[Piece]:
+        if not self._started:
+            chunk = chunk.lstrip()
+            if not chunk:
+                return []
+            self._started = True
+        body = chunk.rstrip()
+        out: list[Piece] = []
+        if body:
+            out.append((self._field, self._spaces + body))
+            self._spaces = ""
+        self._spaces += chunk[len(body) :]
+        return out
+
+
+Splitter = FieldSplitter | JSONSplitter | PlainOrFields
 
 
 def splitter_for(adapter: Adapter, signature: Signature) -> Splitter | None:
@@ -324,12 +369,18 @@ def splitter_for(adapter: Adapter, signature: Signature) -> Splitter | None:
 
     if not signature.outputs:
         return None
+    inner: FieldSplitter | JSONSplitter
     if isinstance(adapter, JSONAdapter | TemplateJSONAdapter):
-        return JSONSplitter(frozenset(signature.outputs))
-    if isinstance(adapter, TemplateAdapter):
+        inner, opens = JSONSplitter(frozenset(signature.outputs)), "{`"
+    elif isinstance(adapter, TemplateAdapter):
         return _template(adapter, signature)
-    if isinstance(adapter, XMLAdapter):
-        return _xml(signature)
-    if isinstance(adapter, ChatAdapter):
-        return _chat(signature)
-    return None
+    elif isinstance(adapter, XMLAdapter):
+        inner, opens = _xml(signature), "<"
+    elif isinstance(adapter, ChatAdapter):
+        inner, opens = _chat(signature), "["
+    else:
+        return None
+    text_field = signature.metadata.get("text_field")
+    if isinstance(text_field, str) and text_field in signature.outputs:
+        return PlainOrFields(inner, text_field, opens)
+    return inner

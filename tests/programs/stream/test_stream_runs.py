@@ -154,3 +154,15 @@ async def test_the_deadline_option_ends_the_run_like_a_deadline_block() -> None:
         async for part in imp.stream(imp.predict("question -> answer", lm=lm), question="q", deadline=0.4):
             parts.append(part.kind)
     assert "field" in parts and "final" not in parts and lm.closed == 1
+
+
+async def test_a_plain_text_answer_of_a_react_turn_streams_as_its_text_field() -> None:
+    program = imp.react("question -> answer", [lookup], lm=ChunkedLM(scripted(LOOKUP, ANSWER), 4))
+    parts = [p async for p in imp.stream(program, question="q")]
+    kinds = [p.kind for p in parts]
+    last_tool = kinds.index("tool_result")
+    after = "".join(p.delta for p in parts[last_tool:] if p.kind == "field" and p.field == "answer")
+    assert after == "the value is 1" == parts[-1].prediction.answer  # type: ignore[union-attr]
+    # the step's thought, written beside its tool call, streams before the call
+    before = "".join(p.delta for p in parts[:last_tool] if p.kind == "field")
+    assert before == "look it up"
