@@ -180,21 +180,23 @@ class ImpAgent:
         if history_key is not None and session.history is not None:
             inputs[history_key] = session.history
         stop: StopReason = "cancelled"
+        seen = _Seen(input_key, text)
         with anyio.CancelScope() as scope:
             session.scope = scope
             try:
-                stop = await self._turn(session, inputs, output_key)
+                stop = await self._turn(session, inputs, output_key, seen)
             except imp.ContentFiltered:
                 stop = "refusal"
             except imp.ExecutionCancelled:
                 stop = "cancelled"
             finally:
                 session.scope = None
-        if scope.cancelled_caught:
+        if scope.cancelled_caught or stop == "cancelled":
             stop = "cancelled"
+            session.history = seen.history(session.history)  # the history keeps what happened
         return schema.PromptResponse(stop_reason=stop)
 
-    async def _turn(self, session: _Session, inputs: dict[str, Any], output_key: str) -> StopReason:
+    async def _turn(self, session: _Session, inputs: dict[str, Any], output_key: str, seen: _Seen) -> StopReason:
         session_id = session.context.session_id
         tail = ""  # the message text streamed since the last tool result
         prediction: imp.Prediction | None = None
@@ -206,6 +208,7 @@ class ImpAgent:
             elif part.kind in ("field", "reasoning"):
                 await self._update(session_id, acp.update_agent_thought_text(part.delta))
             elif part.kind == "tool_call" and part.tool_call_id:
+                seen.calls.append({"id": part.tool_call_id, "name": part.tool_name, "arguments": part.arguments})
                 tool = _tool_of(session.program, part.tool_name)
                 await self._update(
                     session_id,
@@ -219,6 +222,13 @@ class ImpAgent:
                 )
             elif part.kind == "tool_result" and part.tool_call_id:
                 tail = ""
+                seen.results[part.tool_call_id] = {
+                    "id": part.tool_call_id,
+                    "name": part.tool_name,
+                    "result": part.output,
+                    "outcome": part.outcome or "unknown",
+                    **({"error": part.error} if part.error is not None else {}),
+                }
                 failed = part.error is not None or part.outcome != "result"
                 shown = part.error if part.error is not None else _text(part.output)
                 await self._update(
@@ -294,6 +304,33 @@ class ImpAgent:
 
     async def _update(self, session_id: str, update: Any) -> None:
         await self._conn.session_update(session_id=session_id, update=update)
+
+
+@dataclass
+class _Seen:
+    """What a turn did so far, kept in the session's history when the turn is cancelled."""
+
+    input_key: str
+    prompt: str
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def history(self, before: imp.History | None) -> imp.History | None:
+        """The history before the turn plus the prompt and each call, unfinished ones cancelled."""
+        results = [
+            self.results.get(c["id"])
+            or {"id": c["id"], "name": c["name"], "outcome": "unknown", "error": "cancelled: the turn was cancelled"}
+            for c in self.calls
+        ]
+        step: dict[str, Any] = {self.input_key: self.prompt, "tool_calls": self.calls}
+        if self.calls:
+            step["tool_call_results"] = results
+        try:
+            added = imp.History.load({"type": "history", "messages": [step]})
+        except Exception:  # a step the history cannot hold: keep the history as it was
+            log.warning("imp.acp: the cancelled turn could not be kept in the history", exc_info=True)
+            return before
+        return (before or imp.History()).extend(added)
 
 
 def _text(value: Any) -> str:

@@ -111,7 +111,8 @@ async def test_cancel_mid_tool_answers_cancelled_and_the_session_goes_on() -> No
         response = await asyncio.wait_for(running, 10)
         assert response.stop_reason == "cancelled"
         after = await prompt(conn, session, "hello")
-    assert after.stop_reason == "end_turn" and "Echo: hello" in client.message(session)
+    # the cancelled turn stays in the history: the next prompt's model sees it
+    assert after.stop_reason == "end_turn" and "Echo: hello (user turns: 2)" in client.message(session)
 
 
 async def test_a_cancelled_permission_request_cancels_the_turn() -> None:
