@@ -187,6 +187,10 @@ class ImpAgent:
                 stop = await self._turn(session, inputs, output_key, seen)
             except imp.ContentFiltered:
                 stop = "refusal"
+            except imp.AdapterParseError as exc:
+                if exc.finish_reason != "length":
+                    raise
+                stop = "max_tokens"  # the reply was cut at max_tokens before its answer
             except imp.ExecutionCancelled:
                 stop = "cancelled"
             finally:

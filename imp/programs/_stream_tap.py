@@ -46,14 +46,26 @@ class Tap:
     """The receiver of one streamed run's pieces (called inline, on the run's task)."""
 
     put: Callable[[StreamPart], None]
+    call_id: str | None = None
+    """The streamed call's run: a call nested inside it (a program a tool calls) is not streamed."""
+
+    def streams(self, call_id: str | None) -> bool:
+        """Whether a request made in the run `call_id` is the streamed call's own."""
+        return self.call_id is None or call_id is None or call_id == self.call_id
 
 
 _tap: ContextVar[Tap | None] = ContextVar("imp_stream_tap", default=None)
 
 
 def current_tap() -> Tap | None:
-    """The stream this run's pieces go to, or None when nobody streams it."""
-    return _tap.get()
+    """The stream this run's pieces go to, or None when nobody streams it (or the run is nested in it)."""
+    tap = _tap.get()
+    if tap is None or tap.call_id is None:
+        return tap
+    from imp.runtime.run import current_run
+
+    run = current_run()
+    return tap if tap.streams(run.call_id if run is not None else None) else None
 
 
 def set_tap(tap: Tap | None) -> Any:

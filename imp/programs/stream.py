@@ -59,7 +59,9 @@ async def stream(
     tap = Tap(send.send_nowait)
 
     def forward(event: Event) -> None:
-        if event.kind in _TOOL_KINDS:
+        if tap.call_id is None and event.kind == "run_started":
+            tap.call_id = event.call_id  # the streamed call's own run: the first to start
+        if event.kind in _TOOL_KINDS and event.call_id == tap.call_id:
             p = event.payload
             send.send_nowait(
                 StreamPart(

@@ -152,3 +152,10 @@ async def test_keys_the_program_lacks_are_refused_naming_the_option() -> None:
     with pytest.raises(acp.RequestError) as error:
         await served.new_session(cwd=str(HERE))
     assert "output_key" in str(error.value.data)
+
+
+async def test_a_reply_cut_at_max_tokens_stops_with_max_tokens() -> None:
+    cut = imp.StaticLM(lambda m, o: imp.LMResponse(text="[[ ## ans", finish_reason="length"))
+    served, _ = agent(lambda ctx: imp.predict("question -> answer", lm=cut, json_fallback=False))
+    session = (await served.new_session(cwd=str(HERE))).session_id
+    assert (await served.prompt(session, [acp.text_block("x")])).stop_reason == "max_tokens"

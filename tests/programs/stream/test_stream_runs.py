@@ -166,3 +166,21 @@ async def test_a_plain_text_answer_of_a_react_turn_streams_as_its_text_field() -
     # the step's thought, written beside its tool call, streams before the call
     before = "".join(p.delta for p in parts[:last_tool] if p.kind == "field")
     assert before == "look it up"
+
+
+async def test_a_program_a_tool_calls_is_not_streamed_into_the_outer_stream() -> None:
+    inner = imp.predict("text -> summary", lm=ChunkedLM(scripted("[[ ## summary ## ]]\ninner words"), 2))
+
+    @imp.tool
+    async def summarize(text: str) -> str:
+        """Summarize with another program."""
+        return (await imp.call(inner, text=text)).summary
+
+    step = {"tool_calls": [{"name": "summarize", "arguments": {"text": "long"}}]}
+    program = imp.react("question -> answer", [summarize], lm=ChunkedLM(scripted(step, ANSWER), 4))
+    parts = [p async for p in imp.stream(program, question="q")]
+    assert [p.kind for p in parts if p.kind != "field"] == ["tool_call", "tool_result", "final"]
+    assert {p.field for p in parts if p.kind == "field"} == {"answer"}
+    assert all("inner" not in p.delta for p in parts)
+    (result,) = (p for p in parts if p.kind == "tool_result")
+    assert result.output == "inner words"
