@@ -67,6 +67,7 @@ from imp.programs import (
     react,
     react_trajectory,
 )
+from imp.programs.stream import StreamPart, stream
 from imp.runtime.deadline import deadline
 from imp.runtime.logging import configure_logging, reset_logging
 from imp.runtime.run import Event, buffered_sink
@@ -168,6 +169,7 @@ __all__ = [
     "Step",
     "StreamBroken",
     "StreamEvent",
+    "StreamPart",
     "TemplateAdapter",
     "TemplateError",
     "TemplateMessage",
@@ -205,6 +207,7 @@ __all__ = [
     "save",
     "settings",
     "signature",
+    "stream",
     "system",
     "tool",
     "trace_html",

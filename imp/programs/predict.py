@@ -15,6 +15,7 @@ from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, ImpError, InvalidInputError, LMError, MissingInputError
 from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
+from imp.programs._stream_tap import StreamPart, current_tap, streamed_request
 from imp.programs.base import Program
 from imp.runtime.run import current_run
 from imp.runtime.trace import record_exchange
@@ -134,12 +135,19 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
 
 
 async def request(
-    lm: LM, messages: list[Message], options: Mapping[str, Any], *, program: str | None = None, **event: Any
+    lm: LM,
+    messages: list[Message],
+    options: Mapping[str, Any],
+    *,
+    program: str | None = None,
+    reads: Any = None,
+    **event: Any,
 ) -> LMResponse:
     """One LM request, recorded for `inspect_history` (under `program`, the sender's label) and counted once in the open usage
     accumulators (`record_unrecorded`), and reported as `model_request` then `model_response`
     (model, usage, duration) or `model_error` events with `event`'s fields added, unless the
-    program announced the request itself."""
+    program announced the request itself. Under `imp.stream` the request is streamed and the
+    reply's fields, read as `reads` (an adapter and signature), go to the stream as they come."""
     run = current_run()
     if run is not None and (run.on_event is None or run.model_request_announced):
         run = None  # no events of its own
@@ -150,8 +158,12 @@ async def request(
     # What was sent: the client's own default options (`imp.lm(..., temperature=0.2)`) under the request's.
     defaults = getattr(lm, "defaults", None)
     sent = {**defaults, **options} if defaults else options
+    tap = current_tap()
     try:
-        response = await lm.request(messages, **options)
+        if tap is None:
+            response = await lm.request(messages, **options)
+        else:
+            response = await streamed_request(tap, lm, messages, options, reads)
     except LMError as exc:
         record_exchange(lm.model, messages, sent, None, str(exc), program=program)
         if run is not None:
@@ -260,7 +272,7 @@ class Predict(Program):
             messages = adapter.format_with(signature, values, opts)
             extra = adapter.request_options(signature, lm)
             options = {**extra, **config} if extra else config
-            response = await request(lm, messages, options, program=type(self).__name__)
+            response = await request(lm, messages, options, program=type(self).__name__, reads=(adapter, signature))
             used, fell_back = adapter, False
             try:
                 fields = read_response(adapter, signature, response)
@@ -270,7 +282,12 @@ class Predict(Program):
                     raise
                 retry_messages = fallback.format_with(signature, values, opts)
                 retry_options = {**fallback.request_options(signature, lm), **config}
-                response = await request(lm, retry_messages, retry_options, program=type(self).__name__)
+                tap = current_tap()
+                if tap is not None:
+                    tap.put(StreamPart("retry", reason=f"{first_error}; asking again with {fallback.name}"))
+                response = await request(
+                    lm, retry_messages, retry_options, program=type(self).__name__, reads=(fallback, signature)
+                )
                 try:
                     fields = read_response(fallback, signature, response)
                 except AdapterParseError:

@@ -22,6 +22,7 @@ from imp.errors import (
 )
 from imp.history import History, ToolCall
 from imp.models.base import LMResponse
+from imp.programs._stream_tap import current_tap
 from imp.programs.predict import request
 from imp.programs.react._messages import step_messages
 from imp.programs.react._replay import episode_boundaries
@@ -150,8 +151,16 @@ async def request_step(
                 with attempt:
                     messages = step_messages(program, turn, thought_as_user=thought_as_user)
                     # request() emits model_request and model_response (with model, usage and duration)
+                    streamed = current_tap() is not None
+                    reads = (turn.adapter, program.step_signature(turn.finish, turn.written)) if streamed else None
                     return await request(
-                        turn.lm, messages, request_options, program="ReAct", step=turn.step, forced=forced
+                        turn.lm,
+                        messages,
+                        request_options,
+                        program="ReAct",
+                        reads=reads,
+                        step=turn.step,
+                        forced=forced,
                     )
     except TimeoutError:
         return Failure("deadline_exceeded")

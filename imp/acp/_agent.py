@@ -1,0 +1,398 @@
+"""The ACP agent: sessions that run an imp program per prompt, streamed as session updates."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import acp
+import anyio
+from acp import schema
+from anyio.abc import TaskGroup
+
+import imp
+from imp.acp._mcp import MCPApproval, open_servers
+from imp.programs.base import Program
+from imp.tools.authorization import AuthorizationRequest
+
+__all__ = ["PermissionPolicy", "SessionContext", "SessionStore", "serve"]
+
+log = logging.getLogger("imp.acp")
+
+Verdict = Literal["allow", "deny", "ask"]
+PermissionPolicy = Literal["client", "allow"] | Callable[[AuthorizationRequest], Verdict | Awaitable[Verdict]]
+"""`"client"` asks the client before each tool call; `"allow"` runs them; a function answers
+`"allow"`, `"deny"` or `"ask"` (ask the client) per call."""
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+_OPTIONS = [
+    schema.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+    schema.PermissionOption(option_id="allow_always", name="Allow always", kind="allow_always"),
+    schema.PermissionOption(option_id="reject_once", name="Reject once", kind="reject_once"),
+    schema.PermissionOption(option_id="reject_always", name="Reject always", kind="reject_always"),
+]
+_KINDS = frozenset({"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"})
+
+
+@dataclass(frozen=True, slots=True)
+class SessionContext:
+    """What a program factory is told about a new session: its working directory and MCP servers."""
+
+    session_id: str
+    cwd: str
+    mcp_servers: tuple[Any, ...] = ()
+    """The servers as the editor listed them (ACP's records)."""
+    tools: tuple[imp.Tool, ...] = ()
+    """The listed servers' tools, connected through `imp.mcp` when `serve` was given `mcp=` approval."""
+
+
+class SessionStore(Protocol):
+    """Where sessions' histories are kept between processes (enables `session/load`)."""
+
+    def save(self, session_id: str, history: Mapping[str, Any]) -> None: ...
+
+    def load(self, session_id: str) -> Mapping[str, Any] | None: ...
+
+
+@dataclass
+class _Session:
+    context: SessionContext
+    program: Program
+    history: imp.History | None = None
+    always: dict[str, bool] = field(default_factory=dict)
+    """Tool name -> allowed (True) or rejected (False) for the rest of the session."""
+    scope: anyio.CancelScope | None = None
+    closed: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the session ends: its MCP servers are closed."""
+
+
+Factory = Callable[[SessionContext], Program | Awaitable[Program]]
+
+
+class ImpAgent:
+    """An `acp.Agent`: each session is a program from the factory; each prompt is one streamed call."""
+
+    def __init__(
+        self,
+        factory: Factory,
+        *,
+        input_key: str | None,
+        output_key: str | None,
+        permission_policy: PermissionPolicy,
+        store: SessionStore | None,
+        mcp: MCPApproval | None = None,
+        group: TaskGroup | None = None,
+    ) -> None:
+        self._factory = factory
+        self._input_key = input_key
+        self._output_key = output_key
+        self._policy = permission_policy
+        self._store = store
+        self._mcp = mcp
+        self._group = group
+        self._sessions: dict[str, _Session] = {}
+        self._conn: Any = None
+
+    def on_connect(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def initialize(self, protocol_version: int, **_: Any) -> schema.InitializeResponse:
+        return schema.InitializeResponse(
+            protocol_version=acp.PROTOCOL_VERSION,
+            agent_capabilities=schema.AgentCapabilities(load_session=self._store is not None),
+            agent_info=schema.Implementation(name="imp", version=imp.__version__),
+        )
+
+    async def _open(self, session_id: str, cwd: str, mcp_servers: Any) -> _Session:
+        servers = tuple(mcp_servers or ())
+        closed = anyio.Event()
+        tools: tuple[imp.Tool, ...] = ()
+        if servers and self._mcp is not None and self._group is not None:
+            try:
+                tools = tuple(await open_servers(self._group, servers, self._mcp, closed))
+            except imp.ImpError as exc:
+                raise acp.RequestError.invalid_params({"detail": f"the session's MCP servers: {exc}"}) from None
+        context = SessionContext(session_id, cwd, servers, tools)
+        program = self._factory(context)
+        if inspect.isawaitable(program):
+            program = await program
+        if not isinstance(program, Program):
+            raise acp.RequestError.internal_error({"detail": "the factory did not return an imp program"})
+        signature = program.signature
+        if self._input_key is not None and self._input_key not in signature.inputs:
+            detail = f"the program has no input {self._input_key!r} (input_key); its inputs: {list(signature.inputs)}"
+            raise acp.RequestError.invalid_params({"detail": detail})
+        if self._output_key is not None and self._output_key not in signature.outputs:
+            detail = (
+                f"the program has no output {self._output_key!r} (output_key); its outputs: {list(signature.outputs)}"
+            )
+            raise acp.RequestError.invalid_params({"detail": detail})
+        session = _Session(context, program, closed=closed)
+        self._sessions[session_id] = session
+        return session
+
+    async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> schema.NewSessionResponse:
+        session_id = uuid.uuid4().hex
+        await self._open(session_id, cwd, mcp_servers)
+        return schema.NewSessionResponse(session_id=session_id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
+    ) -> schema.LoadSessionResponse | None:
+        saved = self._store.load(session_id) if self._store is not None else None
+        if saved is None:
+            raise acp.RequestError.invalid_params({"sessionId": session_id, "detail": "no such session"})
+        session = await self._open(session_id, cwd, mcp_servers)
+        session.history = imp.History.load(saved)
+        input_key, output_key = self._keys(session.program)
+        for step in session.history:  # the conversation replayed: each turn's prompt and answer
+            asked, answered = step.get(input_key), step.get(output_key)
+            if isinstance(asked, str) and asked:
+                await self._update(session_id, acp.update_user_message_text(asked))
+            if isinstance(answered, str) and answered:
+                await self._update(session_id, acp.update_agent_message_text(answered))
+        return schema.LoadSessionResponse()
+
+    def _keys(self, program: Program) -> tuple[str, str]:
+        """The input the prompt's text goes to and the output streamed as the agent's message."""
+        signature = program.signature
+        input_key = self._input_key or next(n for n in signature.inputs if n != signature.history_field)
+        return input_key, self._output_key or next(iter(signature.outputs))
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None and session.scope is not None:
+            session.scope.cancel()
+
+    async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> schema.PromptResponse:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise acp.RequestError.invalid_params({"sessionId": session_id, "detail": "no such session"})
+        text = "\n".join(block.text for block in prompt if getattr(block, "type", None) == "text")
+        signature = session.program.signature
+        input_key, output_key = self._keys(session.program)
+        inputs: dict[str, Any] = {input_key: text}
+        history_key = signature.history_field or ("history" if isinstance(session.program, imp.ReAct) else None)
+        if history_key is not None and session.history is not None:
+            inputs[history_key] = session.history
+        stop: StopReason = "cancelled"
+        seen = _Seen(input_key, text)
+        with anyio.CancelScope() as scope:
+            session.scope = scope
+            try:
+                stop = await self._turn(session, inputs, output_key, seen)
+            except imp.ContentFiltered:
+                stop = "refusal"
+            except imp.AdapterParseError as exc:
+                if exc.finish_reason != "length":
+                    raise
+                stop = "max_tokens"  # the reply was cut at max_tokens before its answer
+            except imp.ExecutionCancelled:
+                stop = "cancelled"
+            finally:
+                session.scope = None
+        if scope.cancelled_caught or stop == "cancelled":
+            stop = "cancelled"
+            session.history = seen.history(session.history)  # the history keeps what happened
+        return schema.PromptResponse(stop_reason=stop)
+
+    async def _turn(self, session: _Session, inputs: dict[str, Any], output_key: str, seen: _Seen) -> StopReason:
+        session_id = session.context.session_id
+        tail = ""  # the message text streamed since the last tool result
+        prediction: imp.Prediction | None = None
+        parts = imp.stream(session.program, inputs, authorize=self._authorizer(session))
+        async for part in parts:
+            if part.kind == "field" and part.field == output_key:
+                tail += part.delta
+                await self._update(session_id, acp.update_agent_message_text(part.delta))
+            elif part.kind in ("field", "reasoning"):
+                await self._update(session_id, acp.update_agent_thought_text(part.delta))
+            elif part.kind == "tool_call" and part.tool_call_id:
+                seen.calls.append({"id": part.tool_call_id, "name": part.tool_name, "arguments": part.arguments})
+                tool = _tool_of(session.program, part.tool_name)
+                await self._update(
+                    session_id,
+                    acp.start_tool_call(
+                        part.tool_call_id,
+                        part.tool_name or "tool",
+                        kind=_kind(tool),
+                        status="in_progress",
+                        raw_input=part.arguments,
+                    ),
+                )
+            elif part.kind == "tool_result" and part.tool_call_id:
+                tail = ""
+                seen.results[part.tool_call_id] = {
+                    "id": part.tool_call_id,
+                    "name": part.tool_name,
+                    "result": part.output,
+                    "outcome": part.outcome or "unknown",
+                    **({"error": part.error} if part.error is not None else {}),
+                }
+                failed = part.error is not None or part.outcome != "result"
+                shown = part.error if part.error is not None else _text(part.output)
+                await self._update(
+                    session_id,
+                    acp.update_tool_call(
+                        part.tool_call_id,
+                        status="failed" if failed else "completed",
+                        content=[acp.tool_content(acp.text_block(str(shown)))],
+                        raw_output=part.output if not failed else {"error": part.error},
+                    ),
+                )
+            elif part.kind == "final":
+                prediction = part.prediction
+        assert prediction is not None
+        history = prediction.metadata.history
+        if history is not None:
+            session.history = history
+            if self._store is not None:
+                self._store.save(session_id, history.dump())
+        answer = prediction.get(output_key)
+        if isinstance(answer, str) and answer and answer.strip() != tail.strip():  # e.g. given by a submit tool
+            await self._update(session_id, acp.update_agent_message_text(answer))
+        usage = prediction.metadata.usage
+        used = usage.input_tokens + usage.output_tokens if usage is not None else 0
+        if used:
+            await self._update(session_id, schema.UsageUpdate(session_update="usage_update", used=used, size=used))
+        return _stop_reason(prediction)
+
+    def _authorizer(self, session: _Session) -> Callable[[AuthorizationRequest], Awaitable[imp.Allow | imp.Deny]]:
+        async def authorize(request: AuthorizationRequest) -> imp.Allow | imp.Deny:
+            verdict: Verdict
+            if self._policy == "allow":
+                return imp.Allow()
+            if self._policy == "client":
+                verdict = "ask"
+            else:
+                answer = self._policy(request)
+                verdict = await answer if inspect.isawaitable(answer) else answer
+            if verdict == "allow":
+                return imp.Allow()
+            if verdict == "deny":
+                return imp.Deny("the agent's policy refused this call")
+            remembered = session.always.get(request.tool_name)
+            if remembered is not None:
+                return imp.Allow() if remembered else imp.Deny("the user rejected this tool for the session")
+            return await self._ask(session, request)
+
+        return authorize
+
+    async def _ask(self, session: _Session, request: AuthorizationRequest) -> imp.Allow | imp.Deny:
+        tool = _tool_of(session.program, request.tool_name)
+        call = schema.ToolCallUpdate(
+            tool_call_id=request.tool_call_id,
+            title=request.tool_name,
+            kind=_kind(tool),
+            status="pending",
+            raw_input=dict(request.arguments),
+        )
+        response = await self._conn.request_permission(
+            session_id=session.context.session_id, tool_call=call, options=_OPTIONS
+        )
+        outcome = response.outcome
+        if isinstance(outcome, schema.DeniedOutcome):  # the client cancelled the request: end the turn
+            if session.scope is not None:
+                session.scope.cancel()
+            return imp.Deny("the permission request was cancelled")
+        chosen = outcome.option_id
+        if chosen.endswith("_always"):
+            session.always[request.tool_name] = chosen.startswith("allow")
+        if chosen.startswith("allow"):
+            return imp.Allow()
+        return imp.Deny("the user rejected this call")
+
+    async def _update(self, session_id: str, update: Any) -> None:
+        await self._conn.session_update(session_id=session_id, update=update)
+
+
+@dataclass
+class _Seen:
+    """What a turn did so far, kept in the session's history when the turn is cancelled."""
+
+    input_key: str
+    prompt: str
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def history(self, before: imp.History | None) -> imp.History | None:
+        """The history before the turn plus the prompt and each call, unfinished ones cancelled."""
+        results = [
+            self.results.get(c["id"])
+            or {"id": c["id"], "name": c["name"], "outcome": "unknown", "error": "cancelled: the turn was cancelled"}
+            for c in self.calls
+        ]
+        step: dict[str, Any] = {self.input_key: self.prompt, "tool_calls": self.calls}
+        if self.calls:
+            step["tool_call_results"] = results
+        try:
+            added = imp.History.load({"type": "history", "messages": [step]})
+        except Exception:  # a step the history cannot hold: keep the history as it was
+            log.warning("imp.acp: the cancelled turn could not be kept in the history", exc_info=True)
+            return before
+        return (before or imp.History()).extend(added)
+
+
+def _text(value: Any) -> str:
+    """A tool's output as the client shows it: text as it is, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _tool_of(program: Program, name: str | None) -> imp.Tool | None:
+    tools = getattr(program, "tools", None) or ()
+    found = {t.name: t for t in tools if isinstance(t, imp.Tool)}
+    return found.get(name or "")
+
+
+def _kind(tool: imp.Tool | None) -> Any:
+    """The ACP tool kind: the tool's `metadata["acp_kind"]` when it names one, else "other"."""
+    kind = tool.metadata.get("acp_kind") if tool is not None else None
+    return kind if kind in _KINDS else "other"
+
+
+def _stop_reason(prediction: imp.Prediction) -> StopReason:
+    """The ACP stop reason of a finished turn."""
+    cause = prediction.metadata.termination_cause
+    if cause == "max_iters":
+        return "max_turn_requests"
+    if prediction.metadata.finish_reason == "length":
+        return "max_tokens"
+    if prediction.metadata.finish_reason == "content_filter":
+        return "refusal"
+    return "end_turn"
+
+
+async def serve(
+    program_factory: Factory,
+    *,
+    input_key: str | None = None,
+    output_key: str | None = None,
+    permission_policy: PermissionPolicy = "client",
+    store: SessionStore | None = None,
+    mcp: MCPApproval | None = None,
+) -> None:
+    """Serve ACP on stdin and stdout until stdin closes: a session per `session/new`, its program from
+    `program_factory(SessionContext)`; the prompt's text goes to `input_key` (default: the first input),
+    `output_key` (default: the first output) is streamed as the agent's message. With `mcp`
+    (`{"trusted": [...]}` or `{"authorize": fn}`, as `imp.mcp.connect` takes), the MCP servers a
+    session lists are connected and their tools given to the factory as `context.tools`."""
+    async with anyio.create_task_group() as group:
+        agent = ImpAgent(
+            program_factory,
+            input_key=input_key,
+            output_key=output_key,
+            permission_policy=permission_policy,
+            store=store,
+            mcp=mcp,
+            group=group,
+        )
+        await acp.run_agent(agent)  # type: ignore[arg-type]  # the methods a session needs, not every optional one
+        group.cancel_scope.cancel()  # stdin closed: every session's MCP servers end

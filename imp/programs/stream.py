@@ -1,0 +1,153 @@
+"""`imp.stream(program, inputs)`: the run of `imp.call`, yielding its answer as it is written."""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from contextlib import nullcontext
+from typing import Any
+
+import anyio
+import sniffio
+
+from imp.programs._stream_tap import StreamPart, Tap, set_tap
+from imp.programs.base import Program, call
+from imp.runtime.deadline import deadline as imp_deadline
+from imp.runtime.run import Event, EventSink
+
+__all__ = ["StreamPart", "stream"]
+
+_TOOL_KINDS = frozenset({"tool_call", "tool_result"})
+
+
+class _Done:
+    """The run's end: its error, if it raised."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+async def stream(
+    program: Program,
+    inputs: Mapping[str, Any] | None = None,
+    /,
+    *,
+    authorize: Any = None,
+    on_event: EventSink | None = None,
+    deadline: float | None = None,
+    **fields: Any,
+) -> AsyncIterator[StreamPart]:
+    """Run a program as `imp.call` does and yield its `StreamPart`s in order, the last one `final`
+    with the Prediction.
+
+    Every LM request of the run is streamed: each output field's text comes as it is written,
+    for every adapter; reasoning deltas where the provider sends them; for `react`, each tool call
+    when it is decided and each result when it arrives. Leaving the loop, or cancelling the task
+    that reads it, cancels the run and its LM request. An error ends the stream, raised as
+    `imp.call` would raise it. `deadline` (seconds) runs the call under `imp.deadline`: a
+    deadline block around the loop works too, but an async generator's `yield` inside a cancel
+    scope is fragile (FastAPI's streaming endpoints are such generators).
+    """
+    if not isinstance(program, Program):
+        raise TypeError(
+            f"imp.stream runs an imp program (predict, chain_of_thought, react), got {type(program).__name__}"
+        )
+    send, receive = anyio.create_memory_object_stream[StreamPart | _Done](max_buffer_size=math.inf)
+    tap = Tap(send.send_nowait)
+
+    def forward(event: Event) -> None:
+        if tap.call_id is None and event.kind == "run_started":
+            tap.call_id = event.call_id  # the streamed call's own run: the first to start
+        if event.kind in _TOOL_KINDS and event.call_id == tap.call_id:
+            p = event.payload
+            send.send_nowait(
+                StreamPart(
+                    event.kind,  # type: ignore[arg-type]
+                    tool_name=p.get("tool_name"),
+                    tool_call_id=p.get("tool_call_id"),
+                    arguments=p.get("arguments"),
+                    output=p.get("output"),
+                    error=p.get("error"),
+                    outcome=p.get("outcome"),
+                )
+            )
+        if on_event is not None:
+            on_event(event)
+
+    async def run() -> None:
+        set_tap(tap)
+        try:
+            with imp_deadline(deadline) if deadline is not None else nullcontext():
+                prediction = await call(program, inputs, authorize=authorize, on_event=forward, **fields)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:
+            send.send_nowait(_Done(exc))
+            return
+        send.send_nowait(StreamPart("final", prediction=prediction))
+        send.send_nowait(_Done(None))
+
+    task = _spawn(run)
+    try:
+        async with receive:
+            async for item in receive:
+                if isinstance(item, _Done):
+                    if item.error is not None:
+                        raise item.error
+                    return
+                yield item
+    finally:
+        await task.cancel_and_wait()
+        send.close()
+
+
+class _Task:
+    """A run in a task of its own, which the stream cancels and waits for when it ends."""
+
+    def __init__(self, cancel: Callable[[], None]) -> None:
+        self.cancel = cancel
+        self.done = anyio.Event()
+
+    async def cancel_and_wait(self) -> None:
+        self.cancel()
+        with anyio.CancelScope(shield=True):
+            await self.done.wait()
+
+
+def _spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> _Task:
+    """Start `work` in its own task, in a copy of this context.
+
+    Not a task group: the stream is an async generator, which may be closed from another task
+    (asyncio's finalizer closes a generator left by `break`), and a task group must be left by the
+    task that entered it.
+    """
+    context = contextvars.copy_context()
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        scope = trio.CancelScope()
+        handle = _Task(scope.cancel)
+
+        async def hosted() -> None:
+            try:
+                with scope:
+                    await work()
+            finally:
+                handle.done.set()
+
+        trio.lowlevel.spawn_system_task(hosted, context=context)
+        return handle
+
+    import asyncio
+
+    task = asyncio.get_running_loop().create_task(work(), context=context)
+
+    def cancel() -> None:
+        task.cancel()
+
+    handle = _Task(cancel)
+    task.add_done_callback(lambda _: handle.done.set())  # also when cancelled before it started
+    return handle

@@ -1,0 +1,103 @@
+"""docs/examples/fastapi_stream.py under uvicorn: tokens arrive before the LM finishes; a disconnect cancels it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+import pytest
+from fastapi_harness import AppServer, wait_until
+from stream_provider import StreamingProvider
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "fastapi_stream.py"
+REPLY = "[[ ## reasoning ## ]]\nThe sky scatters blue light.\n\n[[ ## answer ## ]]\n" + "Blue light scatters most. " * 8
+
+
+def load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fastapi_stream", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fastapi_stream"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[AppServer, StreamingProvider]]:
+    example = load()
+    provider = StreamingProvider(REPLY, size=4, delay=0.02).start()
+    settings = example.StreamSettings(model="openai:fake", base_url=provider.base_url, api_key="sk-test")
+    server = AppServer(example.create_app(settings)).start()
+    yield server, provider
+    server.stop()
+    provider.stop()
+
+
+def events(response: httpx.Response) -> Iterator[tuple[str, object, float]]:
+    kind = ""
+    for line in response.iter_lines():
+        if line.startswith("event:"):
+            kind = line.split(":", 1)[1].strip()
+        elif line.startswith("data:"):
+            yield kind, json.loads(line.split(":", 1)[1]), time.monotonic()
+
+
+def test_tokens_arrive_before_the_lm_finishes_then_the_result(served: tuple[AppServer, StreamingProvider]) -> None:
+    server, provider = served
+    with (
+        httpx.Client(base_url=server.url, timeout=10) as client,
+        client.stream("POST", "/answer/stream", json={"question": "Why is the sky blue?"}) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        seen = list(events(response))
+    tokens = [(data, at) for kind, data, at in seen if kind == "token"]
+    assert tokens, seen
+    first_at = tokens[0][1]
+    assert provider.finished_at is not None and first_at < provider.finished_at - 0.2
+    answer = "".join(d["delta"] for d, _ in tokens if isinstance(d, dict) and d["field"] == "answer")
+    kind, result, _ = seen[-1]
+    assert kind == "result" and isinstance(result, dict)
+    assert answer == result["answer"] == ("Blue light scatters most. " * 8).strip()
+    assert result["reasoning"] == "The sky scatters blue light."
+    assert provider.bodies[0]["stream"] is True
+
+
+def test_a_client_that_goes_away_cancels_the_lm_request(served: tuple[AppServer, StreamingProvider]) -> None:
+    server, provider = served
+    with (
+        httpx.Client(base_url=server.url, timeout=10) as client,
+        client.stream("POST", "/answer/stream", json={"question": "Why?"}) as response,
+    ):
+        for kind, _, _ in events(response):
+            if kind == "token":
+                break  # leaving the block closes the connection
+    assert wait_until(provider.aborted.is_set, timeout=5)
+    assert not provider.finished.is_set()
+
+
+def test_a_deadline_ends_the_stream_with_an_error_event() -> None:
+    example = load()
+    provider = StreamingProvider(REPLY, size=2, delay=0.05).start()
+    settings = example.StreamSettings(
+        model="openai:fake", base_url=provider.base_url, api_key="sk-test", request_seconds=1.5
+    )
+    server = AppServer(example.create_app(settings)).start()
+    try:
+        with (
+            httpx.Client(base_url=server.url, timeout=10) as client,
+            client.stream("POST", "/answer/stream", json={"question": "Why?"}) as response,
+        ):
+            seen = list(events(response))
+        assert seen[-1][:2] == ("error", {"http_status": 504, "detail": "deadline exceeded"})
+        assert any(kind == "token" for kind, _, _ in seen)
+        assert wait_until(provider.aborted.is_set, timeout=5)
+    finally:
+        server.stop()
+        provider.stop()
