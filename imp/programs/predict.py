@@ -15,6 +15,7 @@ from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, ImpError, InvalidInputError, LMError, MissingInputError
 from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
+from imp.programs._parameters import Changes, Parameters, Predictor
 from imp.programs.base import Program
 from imp.runtime.run import current_run
 from imp.runtime.trace import record_exchange
@@ -26,6 +27,8 @@ from imp.values import check_input
 __all__ = ["ChainOfThought", "Predict", "chain_of_thought", "predict", "resolve_lm"]
 
 _DEFAULT_ADAPTER = ChatAdapter()
+PREDICTOR = "predict"
+"""The name of a Predict's (and a ChainOfThought's) one predictor in `parameters()`."""
 _OPTIONS = frozenset({"lm", "adapter", "demos", "config", "adapter_opts", "json_fallback"})
 _REQUEST_OPTIONS = frozenset(
     {"temperature", "max_tokens", "top_p", "stop", "seed", "n", "reasoning_effort", "response_format", "timeout"}
@@ -233,6 +236,19 @@ class Predict(Program):
     def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> Predict:
         """The same program with other demos."""
         return replace(self, demos=tuple(demos))
+
+    def parameters(self) -> Parameters:
+        """One predictor, `predict`: the signature's instructions and the demos."""
+        return Parameters((Predictor(PREDICTOR, self.signature.instructions, self.demos, self.signature),))
+
+    def apply_parameters(self, changes: Changes) -> Predict:
+        """The same program with the optimizer's instructions and demos."""
+        made = self
+        if PREDICTOR in changes.instructions:
+            made = replace(made, signature=made.signature.with_instructions(changes.instructions[PREDICTOR]))
+        if PREDICTOR in changes.demos:
+            made = replace(made, demos=changes.demos[PREDICTOR])
+        return made
 
     def with_config(self, **config: Any) -> Predict:
         """The same program with request options merged over its own."""

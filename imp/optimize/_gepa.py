@@ -1,0 +1,239 @@
+"""GEPA: reflective instruction evolution over a per-example Pareto front, on imp's concurrent runtime."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import anyio
+
+from imp.errors import DeadlineExceeded
+from imp.evaluation.metrics import Metric
+from imp.models.base import LM
+from imp.optimize._base import Optimizer, check_positive, mark
+from imp.optimize._pareto import Front, MinibatchSampler, accepts, select_parent
+from imp.optimize._reflect import proposed_instruction, reflection_messages
+from imp.optimize._result import Candidate, OptimizationResult
+from imp.optimize._scoring import Budget, Row, Runner
+from imp.prediction import Example
+from imp.programs.base import Program
+from imp.runtime.deadline import time_left
+
+__all__ = ["GEPA", "AutoBudget"]
+
+AutoBudget = Literal["light", "medium", "heavy"]
+_AUTO_CANDIDATES: dict[str, int] = {"light": 6, "medium": 12, "heavy": 18}
+
+
+class GEPA(Optimizer):
+    """Reflective prompt evolution (arXiv 2507.19457): a reflection LM rewrites one predictor's instruction
+    at a time from the runs' feedback; children that beat their parent on a minibatch join the Pareto front.
+
+    A metric without feedback (`imp.Score(value, feedback=...)`) optimizes poorly: the reflection LM
+    then sees only the score.
+    """
+
+    def __init__(
+        self,
+        metric: Metric,
+        *,
+        reflection_lm: LM,
+        auto: AutoBudget | None = None,
+        max_metric_calls: int | None = None,
+        max_full_evals: int | None = None,
+        reflection_minibatch_size: int = 3,
+        max_reflection_tokens: int | None = None,
+        max_reflection_cost: float | None = None,
+        timeout: float | None = None,
+        no_improvement_iterations: int | None = None,
+        skip_perfect_score: bool = True,
+        perfect_score: float = 1.0,
+        optimize_tool_descriptions: bool = False,
+        concurrency: int = 16,
+        failure_score: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        if not callable(metric):
+            raise TypeError(f"metric is a function metric(example, prediction), got {type(metric).__name__}")
+        if not callable(getattr(reflection_lm, "request", None)):
+            raise TypeError(f"reflection_lm is an LM client such as imp.lm('openai:gpt-5'), got {reflection_lm!r}")
+        given = [
+            n
+            for n, v in (("auto", auto), ("max_metric_calls", max_metric_calls), ("max_full_evals", max_full_evals))
+            if v is not None
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                "GEPA needs exactly one budget: auto='light'|'medium'|'heavy', max_metric_calls=N or "
+                f"max_full_evals=N; got {given or 'none'}"
+            )
+        if auto is not None and auto not in _AUTO_CANDIDATES:
+            raise ValueError(f"auto is 'light', 'medium' or 'heavy', got {auto!r}")
+        check_positive(max_metric_calls, "max_metric_calls", allow_none=True)
+        check_positive(max_full_evals, "max_full_evals", allow_none=True)
+        check_positive(reflection_minibatch_size, "reflection_minibatch_size")
+        check_positive(max_reflection_tokens, "max_reflection_tokens", allow_none=True)
+        check_positive(no_improvement_iterations, "no_improvement_iterations", allow_none=True)
+        check_positive(concurrency, "concurrency")
+        for name, value in (("max_reflection_cost", max_reflection_cost), ("timeout", timeout)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+                raise ValueError(f"{name} is a positive number or None, got {value!r}")
+        self.metric = metric
+        self.reflection_lm = reflection_lm
+        self.auto, self.max_metric_calls, self.max_full_evals = auto, max_metric_calls, max_full_evals
+        self.minibatch = reflection_minibatch_size
+        self.max_reflection_tokens, self.max_reflection_cost = max_reflection_tokens, max_reflection_cost
+        self.timeout = timeout
+        self.no_improvement_iterations = no_improvement_iterations
+        self.skip_perfect_score, self.perfect_score = skip_perfect_score, perfect_score
+        self.optimize_tool_descriptions = optimize_tool_descriptions
+        self.concurrency, self.failure_score, self.seed = concurrency, failure_score, seed
+
+    def metric_budget(self, n_train: int, n_val: int) -> int:
+        """The metric calls this run may make: given, or from full evaluations, or from `auto`'s candidate count."""
+        if self.max_metric_calls is not None:
+            return self.max_metric_calls
+        if self.max_full_evals is not None:
+            return self.max_full_evals * (n_train + n_val)
+        assert self.auto is not None
+        return n_val + _AUTO_CANDIDATES[self.auto] * (2 * self.minibatch + n_val)
+
+    async def compile(
+        self, program: Program, *, trainset: Iterable[Example], valset: Iterable[Example] | None = None
+    ) -> Program:
+        """Evolve the program's instructions; returns the best candidate on the valset (the trainset if none)."""
+        self.check_program(program)
+        train = self.examples(trainset, "trainset")
+        val = self.examples(valset, "valset", required=False) or train
+        names = [p.name for p in program.parameters().predictors]
+        if not names:
+            raise ValueError("GEPA needs a program with at least one predictor; this one has none")
+        budget = Budget(self.metric_budget(len(train), len(val)), self.max_reflection_tokens, self.max_reflection_cost)
+        if self.timeout is not None:
+            budget.ends_at = time.monotonic() + self.timeout
+        runner = Runner(self.metric, self.concurrency, budget, self.failure_score)
+        result = OptimizationResult("GEPA")
+        self.result = result  # kept up to date: a cancelled run's best so far is here
+        started = time.monotonic()
+        with anyio.move_on_after(self.timeout) as scope:
+            try:
+                await self._loop(program, train, val, runner, result, names)
+            except DeadlineExceeded:
+                result.stop_reason = "deadline"
+            finally:
+                result.metric_calls = budget.metric_calls
+                result.student_usage, result.reflection_usage = budget.student_usage, budget.reflection_usage
+                result.elapsed = time.monotonic() - started
+        if scope.cancelled_caught:
+            result.stop_reason = "timeout"
+        if not result.candidates:
+            raise DeadlineExceeded("GEPA stopped before it had scored the program on the valset")
+        return mark(result.best_program, "GEPA", result.best_score, result)
+
+    def _add(self, result: OptimizationResult, front: Front, candidate: Candidate) -> None:
+        result.candidates.append(candidate)
+        front.add(candidate.index, candidate.val_scores)
+        if candidate.score > result.best_score:
+            result.best_index = candidate.index
+
+    async def _score(self, runner: Runner, program: Program, examples: list[Example]) -> list[Row] | None:
+        """The rows, or None when the budget or the deadline does not allow the whole run."""
+        if not runner.budget.can_run(len(examples)):
+            return None
+        rows = await runner.run(program, examples)
+        left = time_left()
+        if (left is not None and left <= 0) or runner.budget.out_of_time():
+            return None  # rows cut short by the deadline are not a score
+        return rows
+
+    async def _loop(
+        self,
+        seed_program: Program,
+        train: list[Example],
+        val: list[Example],
+        runner: Runner,
+        result: OptimizationResult,
+        names: list[str],
+    ) -> None:
+        rng = random.Random(self.seed)
+        sampler = MinibatchSampler(self.minibatch, rng)
+        front = Front(len(val))
+        rows = await self._score(runner, seed_program, val)
+        if rows is None:
+            result.stop_reason = "budget"
+            return
+        seed = Candidate(
+            0,
+            seed_program,
+            seed_program.parameters().instructions,
+            (),
+            tuple(r.score for r in rows),
+            runner.budget.metric_calls,
+        )
+        result.candidates.append(seed)
+        front.add(0, seed.val_scores)
+        next_predictor: dict[int, int] = {}
+        stale = 0
+        iteration = -1
+        while True:
+            iteration += 1
+            result.iterations = iteration
+            if runner.budget.reflection_spent():
+                result.stop_reason = "reflection_budget"
+                return
+            if self.no_improvement_iterations is not None and stale >= self.no_improvement_iterations:
+                result.stop_reason = "no_improvement"
+                return
+            scores = [c.score for c in result.candidates]
+            parent_index = select_parent(front.members, scores, rng)
+            parent = result.candidates[parent_index]
+            batch = [train[i] for i in sampler.batch(iteration, len(train))]
+            before = await self._score(runner, parent.program, batch)
+            if before is None:
+                result.stop_reason = "budget" if not runner.budget.out_of_time() else "timeout"
+                return
+            if self.skip_perfect_score and all(r.score >= self.perfect_score for r in before):
+                stale += 1
+                continue
+            turn = next_predictor.get(parent_index, 0)
+            predictor = names[turn % len(names)]
+            next_predictor[parent_index] = turn + 1
+            params = parent.program.parameters()
+            messages = reflection_messages(params, predictor, before, show_tools=True)
+            response = await self.reflection_lm.request(messages)
+            runner.budget.reflection_usage = runner.budget.reflection_usage + response.usage
+            proposal = proposed_instruction(response.text)
+            result.log.append(f"iteration {iteration}: parent {parent_index}, rewrote {predictor!r}")
+            if not proposal or proposal == params[predictor].instructions:
+                stale += 1
+                continue
+            child_program = parent.program.with_parameters(instructions={predictor: proposal})
+            after = await self._score(runner, child_program, batch)
+            if after is None:
+                result.stop_reason = "budget" if not runner.budget.out_of_time() else "timeout"
+                return
+            if not accepts([r.score for r in before], [r.score for r in after]):
+                stale += 1
+                continue
+            full = await self._score(runner, child_program, val)
+            if full is None:
+                result.stop_reason = "budget" if not runner.budget.out_of_time() else "timeout"
+                return
+            best_before = result.best_score
+            child = Candidate(
+                len(result.candidates),
+                child_program,
+                child_program.parameters().instructions,
+                (parent_index,),
+                tuple(r.score for r in full),
+                runner.budget.metric_calls,
+                "reflection",
+            )
+            self._add(result, front, child)
+            stale = 0 if result.best_score > best_before else stale + 1
+
+    def describe(self) -> dict[str, Any]:
+        """The options that shaped a run (for logs)."""
+        return {"auto": self.auto, "max_metric_calls": self.max_metric_calls, "seed": self.seed}

@@ -1,0 +1,212 @@
+"""LabeledFewShot, BootstrapFewShot and GEPA on scripted LMs whose answers depend on the instruction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from helpers import RULE, examples, metric, reflection, student, word_of
+
+import imp
+from imp.optimize import GEPA, BootstrapFewShot, LabeledFewShot
+
+
+async def test_labeled_few_shot_samples_k_demos_without_a_model_call() -> None:
+    program = imp.predict("word -> answer", lm=student())
+    made = await LabeledFewShot(k=3, seed=1).compile(program, trainset=examples())
+    assert len(made.demos) == 3
+    assert all(set(d) == {"word", "answer"} for d in made.demos)
+    again = await LabeledFewShot(k=3, seed=1).compile(program, trainset=examples())
+    assert [dict(d) for d in again.demos] == [dict(d) for d in made.demos]
+    first = await LabeledFewShot(k=3, sample=False).compile(program, trainset=examples())
+    assert [d["word"] for d in first.demos] == ["apple", "river", "stone"]
+    assert program.lm.requests == [] if hasattr(program.lm, "requests") else True
+    assert made.optimized is not None and made.optimized.optimizer == "LabeledFewShot"
+    assert program.demos == ()
+
+
+async def test_bootstrap_keeps_only_passing_traces_with_intermediate_fields() -> None:
+    def handler(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        word = word_of(messages)
+        good = word in ("apple", "stone")
+        return {"reasoning": f"thinking about {word}", "answer": word.upper() if good else word}
+
+    program = imp.chain_of_thought("word -> answer", lm=imp.StaticLM(handler))
+    optimizer = BootstrapFewShot(metric, max_bootstrapped_demos=4, max_labeled_demos=3)
+    made = await optimizer.compile(program, trainset=examples(["apple", "river", "stone", "cloud"]))
+    boot = [d for d in made.demos if "reasoning" in d]
+    assert [d["word"] for d in boot] == ["apple", "stone"]
+    assert boot[0]["reasoning"] == "thinking about apple" and boot[0]["answer"] == "APPLE"
+    labeled = [d for d in made.demos if "reasoning" not in d]
+    assert len(labeled) == 1 and labeled[0]["word"] in ("river", "cloud")  # 3 in all: 2 bootstrapped, 1 labelled
+    assert labeled[0]["answer"] == labeled[0]["word"].upper()  # the label, not the failed run
+    assert optimizer.result is not None and optimizer.result.metric_calls == 4
+
+
+async def test_bootstrap_later_rounds_ask_again_at_temperature_one_past_the_cache() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def handler(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        seen.append(options)
+        word = word_of(messages)
+        return {"answer": word.upper() if options.get("temperature") == 1.0 else word}
+
+    program = imp.predict("word -> answer", lm=imp.StaticLM(handler))
+    made = await BootstrapFewShot(metric, max_rounds=2, max_labeled_demos=0).compile(
+        program, trainset=examples(["apple", "river"])
+    )
+    assert [d["word"] for d in made.demos] == ["apple", "river"]
+    later = [o for o in seen if o.get("temperature") == 1.0]
+    assert len(later) == 2 and all(o["rollout_id"] == 1 for o in later)
+
+
+async def test_bootstrap_runs_the_trainset_concurrently() -> None:
+    in_flight = peak = 0
+
+    async def handler(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await anyio.sleep(0.01)
+        in_flight -= 1
+        return {"answer": "x"}
+
+    program = imp.predict("word -> answer", lm=imp.StaticLM(handler))
+    await BootstrapFewShot(metric, concurrency=5).compile(program, trainset=examples())
+    assert peak == 5
+
+
+def test_options_are_checked_when_built() -> None:
+    with pytest.raises(ValueError, match="exactly one budget"):
+        GEPA(metric, reflection_lm=reflection())
+    with pytest.raises(ValueError, match="exactly one budget"):
+        GEPA(metric, reflection_lm=reflection(), auto="light", max_metric_calls=10)
+    with pytest.raises(ValueError, match="auto is"):
+        GEPA(metric, reflection_lm=reflection(), auto="huge")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="reflection_lm"):
+        GEPA(metric, reflection_lm="openai:gpt-5", auto="light")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="k is"):
+        LabeledFewShot(k=0)
+    with pytest.raises(ValueError, match="max_rounds"):
+        BootstrapFewShot(metric, max_rounds=0)
+
+
+async def test_gepa_finds_the_rule_within_its_budget() -> None:
+    program = imp.predict("word -> answer", lm=student())
+    optimizer = GEPA(metric, reflection_lm=reflection(), max_metric_calls=60, seed=3)
+    made = await optimizer.compile(program, trainset=examples()[:6], valset=examples()[6:])
+    assert made.signature.instructions == RULE
+    result = optimizer.result
+    assert result is not None
+    assert result.best_score == 1.0 and result.candidates[0].score == 0.0
+    assert result.best.parents == (0,) and result.best.origin == "reflection"
+    assert result.metric_calls <= 60
+    assert result.reflection_usage.input_tokens == 100 * result.reflection_usage.requests
+    assert made.optimized is not None and made.optimized.optimizer == "GEPA" and made.optimized.score == 1.0
+    assert program.signature.instructions != RULE
+
+
+@pytest.mark.parametrize("budget", [4, 7, 13, 25])
+async def test_gepa_never_spends_more_metric_calls_than_its_budget(budget: int) -> None:
+    optimizer = GEPA(metric, reflection_lm=reflection(), max_metric_calls=budget)
+    program = imp.predict("word -> answer", lm=student())
+    await optimizer.compile(program, trainset=examples()[:6], valset=examples()[6:])
+    assert optimizer.result is not None and optimizer.result.metric_calls <= budget
+
+
+async def test_the_same_seed_gives_the_same_run() -> None:
+    def noisy_reflection() -> imp.StaticLM:
+        counter = iter(range(1000))
+        return imp.StaticLM(lambda m, o: f"```\nRule {next(counter)}: UPPERCASE\n```")
+
+    runs = []
+    for _ in range(2):
+        optimizer = GEPA(metric, reflection_lm=noisy_reflection(), max_metric_calls=40, seed=7)
+        await optimizer.compile(
+            imp.predict("word -> answer", lm=student()), trainset=examples()[:6], valset=examples()[6:]
+        )
+        assert optimizer.result is not None
+        runs.append(
+            [(c.instructions, c.parents, c.val_scores) for c in optimizer.result.candidates] + optimizer.result.log
+        )
+    assert runs[0] == runs[1]
+
+
+async def test_a_deadline_stopped_run_returns_its_best_program() -> None:
+    async def slow(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        await anyio.sleep(0.05)
+        return {"answer": "x"}
+
+    program = imp.predict("word -> answer", lm=imp.StaticLM(slow))
+    optimizer = GEPA(metric, reflection_lm=reflection(), max_metric_calls=10_000, timeout=0.3)
+    made = await optimizer.compile(program, trainset=examples()[:6], valset=examples()[6:])
+    assert optimizer.result is not None and optimizer.result.stop_reason == "timeout"
+    assert made.signature.instructions == optimizer.result.best_program.signature.instructions
+
+    with imp.deadline(0.3):
+        made = await GEPA(metric, reflection_lm=reflection(), max_metric_calls=10_000).compile(
+            program, trainset=examples()[:6], valset=examples()[6:]
+        )
+    assert isinstance(made, imp.Predict)
+
+
+async def test_gepa_on_an_agent_rewrites_the_step_and_shows_the_history_and_tools() -> None:
+    def look(where: str) -> str:
+        """Look somewhere."""
+        return "a key"
+
+    asked: list[str] = []
+
+    def reflect(messages: list[Any], options: dict[str, Any]) -> str:
+        asked.append(messages[-1]["content"])
+        return f"```\n{RULE}\n```"
+
+    def step(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        word = first_word(messages)
+        if not any(m.get("role") == "tool" for m in messages):
+            return {"tool_calls": [{"name": "look", "arguments": {"where": word}}]}
+        upper = "UPPERCASE" in system_text_of(messages)
+        return {"answer": word.upper() if upper else word, "tool_calls": []}
+
+    agent = imp.react("word -> answer", [look], lm=imp.StaticLM(step))
+    optimizer = GEPA(metric, reflection_lm=imp.StaticLM(reflect), max_metric_calls=40)
+    made = await optimizer.compile(agent, trainset=examples()[:3], valset=examples()[3:6])
+    assert made.signature.instructions == RULE
+    assert made.tools[0].description == "Look somewhere."
+    assert "calls look(" in asked[0] and "result of look" in asked[0]
+    assert "- look: Look somewhere." in asked[0]
+
+
+def first_word(messages: list[Any]) -> str:
+    import re
+
+    first = next(str(m["content"]) for m in messages if m["role"] == "user")
+    return re.findall(r"\[\[ ## word ## \]\]\n(\S+)", first)[0]
+
+
+def system_text_of(messages: list[Any]) -> str:
+    return "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+
+
+async def test_an_optimized_program_saves_with_its_optimizer_and_score(tmp_path: Path) -> None:
+    program = imp.predict("word -> answer", lm=student())
+    made = await GEPA(metric, reflection_lm=reflection(), max_metric_calls=60, seed=3).compile(
+        program, trainset=examples()[:6], valset=examples()[6:]
+    )
+    path = imp.save(made, tmp_path / "p.json", include_lm=False)
+    import json
+
+    saved = json.loads(path.read_text())
+    assert saved["optimized"]["optimizer"] == "GEPA" and saved["optimized"]["score"] == 1.0
+    loaded = imp.load(path, lm=student())
+    assert loaded.signature.instructions == RULE
+    assert loaded.optimized is not None and loaded.optimized.optimizer == "GEPA"
+    plain = imp.load(imp.save(program, tmp_path / "q.json", include_lm=False), lm=student())
+    assert plain.optimized is None and "optimized" not in json.loads((tmp_path / "q.json").read_text())
+
+
+def test_compile_sync() -> None:
+    made = LabeledFewShot(k=2).compile_sync(imp.predict("word -> answer"), trainset=examples())
+    assert len(made.demos) == 2
