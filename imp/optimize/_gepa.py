@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -13,6 +14,7 @@ from imp.errors import DeadlineExceeded
 from imp.evaluation.metrics import Metric
 from imp.models.base import LM
 from imp.optimize._base import Optimizer, check_positive, mark
+from imp.optimize._merge import MergeLog, dominators, merge_subsample, propose_merge
 from imp.optimize._pareto import Front, MinibatchSampler, accepts, select_parent
 from imp.optimize._reflect import proposed_instruction, reflection_messages
 from imp.optimize._result import Candidate, OptimizationResult
@@ -25,6 +27,16 @@ __all__ = ["GEPA", "AutoBudget"]
 
 AutoBudget = Literal["light", "medium", "heavy"]
 _AUTO_CANDIDATES: dict[str, int] = {"light": 6, "medium": 12, "heavy": 18}
+
+
+@dataclass
+class _Merges:
+    """Merge bookkeeping: merges due, tried, and whether the last iteration found a new program."""
+
+    log: MergeLog
+    due: int = 0
+    tested: int = 0
+    found_new: bool = False
 
 
 class GEPA(Optimizer):
@@ -51,6 +63,8 @@ class GEPA(Optimizer):
         skip_perfect_score: bool = True,
         perfect_score: float = 1.0,
         optimize_tool_descriptions: bool = False,
+        use_merge: bool = True,
+        max_merge_invocations: int = 5,
         concurrency: int = 16,
         failure_score: float = 0.0,
         seed: int = 0,
@@ -77,6 +91,10 @@ class GEPA(Optimizer):
         check_positive(max_reflection_tokens, "max_reflection_tokens", allow_none=True)
         check_positive(no_improvement_iterations, "no_improvement_iterations", allow_none=True)
         check_positive(concurrency, "concurrency")
+        check_positive(max_merge_invocations, "max_merge_invocations", allow_zero=True)
+        if not isinstance(use_merge, bool):
+            raise TypeError(f"use_merge is True or False, got {use_merge!r}")
+        self.use_merge, self.max_merge_invocations = use_merge, max_merge_invocations
         for name, value in (("max_reflection_cost", max_reflection_cost), ("timeout", timeout)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
                 raise ValueError(f"{name} is a positive number or None, got {value!r}")
@@ -177,9 +195,19 @@ class GEPA(Optimizer):
         next_predictor: dict[int, int] = {}
         stale = 0
         iteration = -1
+        merges = _Merges(MergeLog())
         while True:
             iteration += 1
             result.iterations = iteration
+            if self.use_merge and merges.due > 0 and merges.found_new:
+                merges.found_new = False
+                outcome = await self._merge(rng, runner, result, front, merges, len(val) >= 5, val)
+                if outcome == "stop":
+                    result.stop_reason = "budget" if not runner.budget.out_of_time() else "timeout"
+                    return
+                if outcome != "none":
+                    continue  # a merge was tried: no reflection this iteration, as in gepa
+            merges.found_new = False
             if runner.budget.reflection_spent():
                 result.stop_reason = "reflection_budget"
                 return
@@ -233,6 +261,64 @@ class GEPA(Optimizer):
             )
             self._add(result, front, child)
             stale = 0 if result.best_score > best_before else stale + 1
+            merges.found_new = True
+            if merges.tested < self.max_merge_invocations:
+                merges.due += 1
+
+    async def _merge(
+        self,
+        rng: random.Random,
+        runner: Runner,
+        result: OptimizationResult,
+        front: Front,
+        merges: _Merges,
+        overlap: bool,
+        val: list[Example],
+    ) -> Literal["none", "rejected", "accepted", "stop"]:
+        """Try one merge of two descendants of a common ancestor; kept if it does as well as the better parent."""
+        scores = [c.score for c in result.candidates]
+        found = propose_merge(
+            rng,
+            scores,
+            dominators(front.members, scores),
+            merges.log,
+            [dict(c.instructions) for c in result.candidates],
+            [c.parents for c in result.candidates],
+            overlap,
+        )
+        if found is None:
+            return "none"
+        merged, i, j, ancestor = found
+        merges.log.triplets.append((i, j, ancestor))
+        one, two = result.candidates[i], result.candidates[j]
+        picked = merge_subsample(rng, one.val_scores, two.val_scores)
+        program = result.candidates[ancestor].program.with_parameters(instructions=merged)
+        rows = await self._score(runner, program, [val[k] for k in picked])
+        if rows is None:
+            return "stop"
+        before = max(sum(one.val_scores[k] for k in picked), sum(two.val_scores[k] for k in picked))
+        result.log.append(f"iteration {result.iterations}: merged {i} and {j} over ancestor {ancestor}")
+        if sum(r.score for r in rows) < before:
+            return "rejected"
+        full = await self._score(runner, program, val)
+        if full is None:
+            return "stop"
+        self._add(
+            result,
+            front,
+            Candidate(
+                len(result.candidates),
+                program,
+                dict(merged),
+                (i, j),
+                tuple(r.score for r in full),
+                runner.budget.metric_calls,
+                "merge",
+            ),
+        )
+        merges.due -= 1
+        merges.tested += 1
+        return "accepted"
 
     def describe(self) -> dict[str, Any]:
         """The options that shaped a run (for logs)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,55 @@ async def test_an_optimized_program_saves_with_its_optimizer_and_score(tmp_path:
 def test_compile_sync() -> None:
     made = LabeledFewShot(k=2).compile_sync(imp.predict("word -> answer"), trainset=examples())
     assert len(made.demos) == 2
+
+
+class TwoSteps(imp.Program):
+    """A program of two predictors: the first must uppercase, the second must add `!`."""
+
+    def __init__(self, lm: imp.LM) -> None:
+        self.first = imp.predict("word -> answer", lm=lm, demos=())
+        self.second = imp.predict("word -> answer", lm=lm, demos=())
+        self.signature = imp.signature("word, kind -> answer")
+
+    async def acall(self, inputs: dict[str, Any], **call_options: Any) -> imp.Prediction:
+        step = self.first if inputs["kind"] == "upper" else self.second
+        return await step.acall({"word": inputs["word"]})
+
+
+async def test_gepa_merges_two_descendants_that_each_fixed_one_predictor() -> None:
+    from imp.optimize._gepa import _Merges
+    from imp.optimize._merge import MergeLog
+    from imp.optimize._pareto import Front
+    from imp.optimize._result import Candidate, OptimizationResult
+    from imp.optimize._scoring import Runner
+
+    def handler(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        system, word = system_text_of(messages), word_of(messages)
+        word = word.upper() if "UPPER" in system else word
+        return {"answer": word + "!" if "BANG" in system else word}
+
+    def score(example: imp.Example, prediction: imp.Prediction) -> float:
+        return float(prediction.answer == example.answer)
+
+    seed = TwoSteps(imp.StaticLM(handler)).with_parameters(
+        instructions={"first.predict": "One.", "second.predict": "Two."}
+    )
+    val = [imp.Example(word=w, kind="upper", answer=w.upper()).with_inputs("word", "kind") for w in ("ab", "cd", "ef")]
+    val += [imp.Example(word=w, kind="bang", answer=w + "!").with_inputs("word", "kind") for w in ("gh", "ij", "kl")]
+    one = seed.with_parameters(instructions={"first.predict": "UPPER"})
+    two = seed.with_parameters(instructions={"second.predict": "BANG"})
+    result = OptimizationResult("GEPA")
+    front = Front(len(val))
+    optimizer = GEPA(score, reflection_lm=reflection(), max_metric_calls=100)
+    for index, (program, parents, scores) in enumerate(
+        [(seed, (), (0.0,) * 6), (one, (0,), (1.0,) * 3 + (0.0,) * 3), (two, (0,), (0.0,) * 3 + (1.0,) * 3)]
+    ):
+        optimizer._add(result, front, Candidate(index, program, program.parameters().instructions, parents, scores))
+    runner = Runner(score, 4)
+    outcome = await optimizer._merge(random.Random(0), runner, result, front, _Merges(MergeLog(), due=1), True, val)
+    assert outcome == "accepted"
+    merged = result.candidates[-1]
+    assert merged.origin == "merge" and merged.parents == (1, 2)
+    assert dict(merged.instructions) == {"first.predict": "UPPER", "second.predict": "BANG"}
+    assert merged.val_scores == (1.0,) * 6 and result.best_index == 3
+    assert runner.budget.metric_calls == 5 + 6  # the merge's subsample, then the whole valset

@@ -71,3 +71,53 @@ def test_minibatches_match_gepa(n: int, size: int, seed: int) -> None:
 def test_acceptance_matches_gepa(before: list[float], after: list[float]) -> None:
     proposal = SimpleNamespace(subsample_scores_before=before, subsample_scores_after=after)
     assert accepts(before, after) == acceptance.StrictImprovementAcceptance().should_accept(proposal, None)  # type: ignore[arg-type]
+
+
+merge = pytest.importorskip("gepa.proposer.merge")
+
+
+def _lineage(rng: random.Random, n: int) -> tuple[list[dict[str, str]], list[list[int]], list[float]]:
+    """A random tree of candidates over two predictors, each child changing one instruction of its parent."""
+    candidates = [{"a": "a0", "b": "b0"}]
+    parents: list[list[int]] = [[]]
+    for k in range(1, n):
+        parent = rng.randrange(k)
+        child = dict(candidates[parent])
+        child[rng.choice("ab")] = f"{k}"
+        candidates.append(child)
+        parents.append([parent])
+    scores = [0.1] + [rng.choice([0.2, 0.5, 0.5, 0.8]) for _ in range(1, n)]
+    return candidates, parents, scores
+
+
+@pytest.mark.parametrize("case", range(60))
+def test_merge_decisions_match_gepa(case: int) -> None:
+    from imp.optimize._merge import MergeLog, dominators, merge_subsample, propose_merge
+
+    rng = random.Random(case)
+    candidates, parents, scores = _lineage(rng, rng.randint(3, 9))
+    pool = list(range(len(candidates)))
+    ours_rng, theirs_rng = random.Random(case), random.Random(case)
+    log, performed = MergeLog(), ([], [])
+    for _ in range(3):
+        ours = propose_merge(ours_rng, scores, pool, log, candidates, parents)
+        theirs = merge.sample_and_attempt_merge_programs_by_common_predictors(
+            scores, theirs_rng, pool, performed, candidates, [[*p] or [None] for p in parents]
+        )
+        assert ours == theirs
+        if ours is None:
+            break
+        log.triplets.append(ours[1:])
+        performed[0].append(theirs[1:])
+    per_example = [[rng.choice([0.0, 1.0]) for _ in range(7)] for _ in range(2)]
+    assert merge_subsample(random.Random(case), *per_example) == _gepa_subsample(case, per_example)
+    fronts = {0: {0, 1}, 1: {1}, 2: {2, 0}}
+    assert sorted(dominators(fronts, [0.1, 0.5, 0.3])) == sorted(
+        gepa_utils.find_dominator_programs(fronts, [0.1, 0.5, 0.3])
+    )
+
+
+def _gepa_subsample(seed: int, per_example: list[list[float]]) -> list[int]:
+    proposer = object.__new__(merge.MergeProposer)
+    proposer.rng = random.Random(seed)
+    return proposer.select_eval_subsample_for_merged_program(*(dict(enumerate(s)) for s in per_example))
