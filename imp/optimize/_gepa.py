@@ -26,6 +26,7 @@ from imp.runtime.deadline import time_left
 __all__ = ["GEPA", "AutoBudget"]
 
 AutoBudget = Literal["light", "medium", "heavy"]
+_TOOL = "tool:"
 _AUTO_CANDIDATES: dict[str, int] = {"light": 6, "medium": 12, "heavy": 18}
 
 
@@ -125,7 +126,7 @@ class GEPA(Optimizer):
         self.check_program(program)
         train = self.examples(trainset, "trainset")
         val = self.examples(valset, "valset", required=False) or train
-        names = [p.name for p in program.parameters().predictors]
+        names = list(self.components(program))
         if not names:
             raise ValueError("GEPA needs a program with at least one predictor; this one has none")
         budget = Budget(self.metric_budget(len(train), len(val)), self.max_reflection_tokens, self.max_reflection_cost)
@@ -149,6 +150,22 @@ class GEPA(Optimizer):
         if not result.candidates:
             raise DeadlineExceeded("GEPA stopped before it had scored the program on the valset")
         return mark(result.best_program, "GEPA", result.best_score, result)
+
+    def components(self, program: Program) -> dict[str, str]:
+        """What GEPA rewrites: each predictor's instructions, and with `optimize_tool_descriptions`
+        each tool's description (as `tool:<name>`)."""
+        params = program.parameters()
+        found = dict(params.instructions)
+        if self.optimize_tool_descriptions:
+            found.update({f"{_TOOL}{t.name}": t.description for t in params.tools})
+        return found
+
+    @staticmethod
+    def with_components(program: Program, components: dict[str, str]) -> Program:
+        """The program with these instructions and tool descriptions."""
+        tools = {k[len(_TOOL) :]: v for k, v in components.items() if k.startswith(_TOOL)}
+        instructions = {k: v for k, v in components.items() if not k.startswith(_TOOL)}
+        return program.with_parameters(instructions=instructions, tool_descriptions=tools or None)
 
     def _add(self, result: OptimizationResult, front: Front, candidate: Candidate) -> None:
         result.candidates.append(candidate)
@@ -185,7 +202,7 @@ class GEPA(Optimizer):
         seed = Candidate(
             0,
             seed_program,
-            seed_program.parameters().instructions,
+            self.components(seed_program),
             (),
             tuple(r.score for r in rows),
             runner.budget.metric_calls,
@@ -229,15 +246,16 @@ class GEPA(Optimizer):
             predictor = names[turn % len(names)]
             next_predictor[parent_index] = turn + 1
             params = parent.program.parameters()
-            messages = reflection_messages(params, predictor, before, show_tools=True)
+            current = dict(parent.instructions)
+            messages = reflection_messages(params, predictor, current[predictor], before)
             response = await self.reflection_lm.request(messages)
             runner.budget.reflection_usage = runner.budget.reflection_usage + response.usage
             proposal = proposed_instruction(response.text)
             result.log.append(f"iteration {iteration}: parent {parent_index}, rewrote {predictor!r}")
-            if not proposal or proposal == params[predictor].instructions:
+            if not proposal or proposal == current[predictor]:
                 stale += 1
                 continue
-            child_program = parent.program.with_parameters(instructions={predictor: proposal})
+            child_program = self.with_components(parent.program, {**current, predictor: proposal})
             after = await self._score(runner, child_program, batch)
             if after is None:
                 result.stop_reason = "budget" if not runner.budget.out_of_time() else "timeout"
@@ -253,7 +271,7 @@ class GEPA(Optimizer):
             child = Candidate(
                 len(result.candidates),
                 child_program,
-                child_program.parameters().instructions,
+                self.components(child_program),
                 (parent_index,),
                 tuple(r.score for r in full),
                 runner.budget.metric_calls,
@@ -292,7 +310,7 @@ class GEPA(Optimizer):
         merges.log.triplets.append((i, j, ancestor))
         one, two = result.candidates[i], result.candidates[j]
         picked = merge_subsample(rng, one.val_scores, two.val_scores)
-        program = result.candidates[ancestor].program.with_parameters(instructions=merged)
+        program = self.with_components(result.candidates[ancestor].program, merged)
         rows = await self._score(runner, program, [val[k] for k in picked])
         if rows is None:
             return "stop"

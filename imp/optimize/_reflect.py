@@ -61,18 +61,26 @@ def _row_text(index: int, row: Row) -> str:
     return "\n".join(parts)
 
 
-def reflection_messages(params: Parameters, predictor: str, rows: Sequence[Row], *, show_tools: bool) -> list[Message]:
-    """The reflection request: the predictor's instruction, the runs with their feedback, the tools offered."""
-    current = params[predictor].instructions
+def reflection_messages(params: Parameters, component: str, current: str, rows: Sequence[Row]) -> list[Message]:
+    """The reflection request: the component's text, the runs with their feedback, the tools offered."""
+    tool = component.startswith("tool:")
     sections = [
-        "An assistant was given this instruction for a task:",
+        f"An assistant was offered the tool `{component[5:]}` with this description:"
+        if tool
+        else "An assistant was given this instruction for a task:",
         f"```\n{current}\n```",
         "Here are some of its runs: the inputs, what it did, its outputs, and feedback on each.",
         "\n\n".join(_row_text(i, r) for i, r in enumerate(rows, 1)),
     ]
-    if show_tools and params.tools:
+    if params.tools:
         tools = "\n".join(f"- {t.name}: {t.description} (arguments: {_text(dict(t.parameters))})" for t in params.tools)
         sections.append(f"The tools the assistant was offered:\n{tools}")
+    if tool:
+        sections.append(
+            "Write a new description of that tool, so the assistant knows when and how to call it. "
+            "Give the new description inside ``` blocks."
+        )
+        return [{"role": "user", "content": "\n\n".join(sections)}]
     sections.append(
         "Write a new instruction for the assistant. Read the inputs and the feedback closely: state the rules "
         "and facts about the task that the feedback reveals, including any the assistant missed, and keep "

@@ -263,3 +263,30 @@ async def test_gepa_merges_two_descendants_that_each_fixed_one_predictor() -> No
     assert dict(merged.instructions) == {"first.predict": "UPPER", "second.predict": "BANG"}
     assert merged.val_scores == (1.0,) * 6 and result.best_index == 3
     assert runner.budget.metric_calls == 5 + 6  # the merge's subsample, then the whole valset
+
+
+async def test_gepa_rewrites_tool_descriptions_only_when_asked() -> None:
+    def look(where: str) -> str:
+        """Look."""
+        return "a key"
+
+    def step(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        word = first_word(messages)
+        described = options["tools"][0]["function"]["description"]
+        return {"answer": word.upper() if "uppercase" in described else word, "tool_calls": []}
+
+    def reflect(messages: list[Any], options: dict[str, Any]) -> str:
+        text = messages[-1]["content"]
+        if "offered the tool `look`" in text:
+            return "```\nLook; the answer is then the word in uppercase.\n```"
+        return "```\nAnswer.\n```"
+
+    agent = imp.react("word -> answer", [look], lm=imp.StaticLM(step))
+    plain = GEPA(metric, reflection_lm=imp.StaticLM(reflect), max_metric_calls=30)
+    kept = await plain.compile(agent, trainset=examples()[:3], valset=examples()[3:6])
+    assert kept.tools[0].description == "Look." and plain.result is not None and plain.result.best_score == 0.0
+    asked = GEPA(metric, reflection_lm=imp.StaticLM(reflect), max_metric_calls=60, optimize_tool_descriptions=True)
+    made = await asked.compile(agent, trainset=examples()[:3], valset=examples()[3:6])
+    assert made.tools[0].description == "Look; the answer is then the word in uppercase."
+    assert made.tools[0].runner is agent.tools[0].runner
+    assert asked.result is not None and asked.result.best_score == 1.0
