@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ class GEPA(Optimizer):
         perfect_score: float = 1.0,
         optimize_tool_descriptions: bool = False,
         use_merge: bool = True,
+        progress: bool = True,
         max_merge_invocations: int = 5,
         concurrency: int = 16,
         failure_score: float = 0.0,
@@ -96,6 +98,7 @@ class GEPA(Optimizer):
         if not isinstance(use_merge, bool):
             raise TypeError(f"use_merge is True or False, got {use_merge!r}")
         self.use_merge, self.max_merge_invocations = use_merge, max_merge_invocations
+        self.progress = bool(progress)
         for name, value in (("max_reflection_cost", max_reflection_cost), ("timeout", timeout)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
                 raise ValueError(f"{name} is a positive number or None, got {value!r}")
@@ -109,6 +112,7 @@ class GEPA(Optimizer):
         self.skip_perfect_score, self.perfect_score = skip_perfect_score, perfect_score
         self.optimize_tool_descriptions = optimize_tool_descriptions
         self.concurrency, self.failure_score, self.seed = concurrency, failure_score, seed
+        self._budget: int | None = None
 
     def metric_budget(self, n_train: int, n_val: int) -> int:
         """The metric calls this run may make: given, or from full evaluations, or from `auto`'s candidate count."""
@@ -130,6 +134,7 @@ class GEPA(Optimizer):
         if not names:
             raise ValueError("GEPA needs a program with at least one predictor; this one has none")
         budget = Budget(self.metric_budget(len(train), len(val)), self.max_reflection_tokens, self.max_reflection_cost)
+        self._budget = budget.max_metric_calls
         if self.timeout is not None:
             budget.ends_at = time.monotonic() + self.timeout
         runner = Runner(self.metric, self.concurrency, budget, self.failure_score)
@@ -172,6 +177,13 @@ class GEPA(Optimizer):
         front.add(candidate.index, candidate.val_scores)
         if candidate.score > result.best_score:
             result.best_index = candidate.index
+        if self.progress:  # one line per new candidate: its score, the best so far, the budget spent
+            budget = "" if self._budget is None else f" of {self._budget}"
+            print(
+                f"GEPA: candidate {candidate.index} ({candidate.origin}) scored {candidate.score:.3f}; "
+                f"best {result.best_score:.3f}; {candidate.metric_calls_at_discovery}{budget} metric calls",
+                file=sys.stderr,
+            )
 
     async def _score(self, runner: Runner, program: Program, examples: list[Example]) -> list[Row] | None:
         """The rows, or None when the budget or the deadline does not allow the whole run."""
@@ -207,8 +219,7 @@ class GEPA(Optimizer):
             tuple(r.score for r in rows),
             runner.budget.metric_calls,
         )
-        result.candidates.append(seed)
-        front.add(0, seed.val_scores)
+        self._add(result, front, seed)
         next_predictor: dict[int, int] = {}
         stale = 0
         iteration = -1

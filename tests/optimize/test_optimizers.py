@@ -290,3 +290,17 @@ async def test_gepa_rewrites_tool_descriptions_only_when_asked() -> None:
     assert made.tools[0].description == "Look; the answer is then the word in uppercase."
     assert made.tools[0].runner is agent.tools[0].runner
     assert asked.result is not None and asked.result.best_score == 1.0
+
+
+async def test_gepa_progress_shows_the_best_score_and_the_budget_spent(capsys: pytest.CaptureFixture[str]) -> None:
+    program = imp.predict("word -> answer", lm=student())
+    await GEPA(metric, reflection_lm=reflection(), max_metric_calls=60, seed=3).compile(
+        program, trainset=examples()[:6], valset=examples()[6:]
+    )
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "GEPA: candidate 0 (seed) scored 0.000; best 0.000; 4 of 60 metric calls"
+    assert lines[1].startswith("GEPA: candidate 1 (reflection) scored 1.000; best 1.000;")
+    await GEPA(metric, reflection_lm=reflection(), max_metric_calls=60, progress=False).compile(
+        program, trainset=examples()[:6], valset=examples()[6:]
+    )
+    assert capsys.readouterr().err == ""
