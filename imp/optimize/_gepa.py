@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import time
@@ -15,6 +16,7 @@ from imp.errors import DeadlineExceeded
 from imp.evaluation.metrics import Metric
 from imp.models.base import LM
 from imp.optimize._base import Optimizer, check_positive, mark
+from imp.optimize._checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from imp.optimize._merge import MergeLog, dominators, merge_subsample, propose_merge
 from imp.optimize._pareto import Front, MinibatchSampler, accepts, select_parent
 from imp.optimize._reflect import proposed_instruction, reflection_messages
@@ -67,6 +69,7 @@ class GEPA(Optimizer):
         optimize_tool_descriptions: bool = False,
         use_merge: bool = True,
         progress: bool = True,
+        log_dir: str | os.PathLike[str] | None = None,
         max_merge_invocations: int = 5,
         concurrency: int = 16,
         failure_score: float = 0.0,
@@ -99,6 +102,7 @@ class GEPA(Optimizer):
             raise TypeError(f"use_merge is True or False, got {use_merge!r}")
         self.use_merge, self.max_merge_invocations = use_merge, max_merge_invocations
         self.progress = bool(progress)
+        self.log_dir = log_dir
         for name, value in (("max_reflection_cost", max_reflection_cost), ("timeout", timeout)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
                 raise ValueError(f"{name} is a positive number or None, got {value!r}")
@@ -207,24 +211,92 @@ class GEPA(Optimizer):
         rng = random.Random(self.seed)
         sampler = MinibatchSampler(self.minibatch, rng)
         front = Front(len(val))
-        rows = await self._score(runner, seed_program, val)
-        if rows is None:
-            result.stop_reason = "budget"
-            return
-        seed = Candidate(
-            0,
-            seed_program,
-            self.components(seed_program),
-            (),
-            tuple(r.score for r in rows),
-            runner.budget.metric_calls,
-        )
-        self._add(result, front, seed)
         next_predictor: dict[int, int] = {}
         stale = 0
         iteration = -1
         merges = _Merges(MergeLog())
+        saved = read_checkpoint(self.log_dir) if self.log_dir is not None else None
+        if saved is not None:  # resume where the run in this log directory stopped
+            if saved.seed != self.seed or saved.sizes != (len(train), len(val)):
+                raise ValueError(
+                    f"the log directory {self.log_dir} holds a run with seed {saved.seed} on "
+                    f"{saved.sizes[0]} training and {saved.sizes[1]} validation examples; this one has seed "
+                    f"{self.seed} on {len(train)} and {len(val)}: give another log_dir"
+                )
+            rng = saved.random()
+            sampler = MinibatchSampler(self.minibatch, rng)
+            sampler.order, sampler.epoch = list(saved.sampler["order"]), int(saved.sampler["epoch"])
+            for c in saved.candidates:
+                program = self.with_components(seed_program, dict(c["components"]))
+                self._add(
+                    result,
+                    front,
+                    Candidate(
+                        len(result.candidates),
+                        program,
+                        dict(c["components"]),
+                        tuple(c["parents"]),
+                        tuple(c["val_scores"]),
+                        int(c["metric_calls"]),
+                        c["origin"],
+                    ),
+                )
+            result.best_index = saved.best_index
+            runner.budget.metric_calls, runner.budget.reflection_usage = saved.metric_calls, saved.usage()
+            next_predictor, stale, iteration = saved.next_predictor, saved.stale, saved.iteration
+            merges = _Merges(MergeLog(), saved.merges["due"], saved.merges["tested"], saved.merges["found_new"])
+            merges.log.triplets = [(a, b, c) for a, b, c in saved.merges["triplets"]]
+            merges.log.descriptions = [(a, b, tuple(d)) for a, b, d in saved.merges["descriptions"]]
+            result.log = list(saved.log)
+        else:
+            rows = await self._score(runner, seed_program, val)
+            if rows is None:
+                result.stop_reason = "budget"
+                return
+            seed = Candidate(
+                0,
+                seed_program,
+                self.components(seed_program),
+                (),
+                tuple(r.score for r in rows),
+                runner.budget.metric_calls,
+            )
+            self._add(result, front, seed)
         while True:
+            if self.log_dir is not None:
+                write_checkpoint(
+                    self.log_dir,
+                    Checkpoint(
+                        self.seed,
+                        (len(train), len(val)),
+                        iteration,
+                        [
+                            {
+                                "components": dict(c.instructions),
+                                "parents": list(c.parents),
+                                "val_scores": list(c.val_scores),
+                                "metric_calls": c.metric_calls_at_discovery,
+                                "origin": c.origin,
+                            }
+                            for c in result.candidates
+                        ],
+                        result.best_index,
+                        runner.budget.metric_calls,
+                        runner.budget.reflection_usage.dump(),
+                        rng.getstate(),
+                        {"order": sampler.order, "epoch": sampler.epoch},
+                        {
+                            "due": merges.due,
+                            "tested": merges.tested,
+                            "found_new": merges.found_new,
+                            "triplets": merges.log.triplets,
+                            "descriptions": merges.log.descriptions,
+                        },
+                        next_predictor,
+                        stale,
+                        list(result.log),
+                    ),
+                )
             iteration += 1
             result.iterations = iteration
             if self.use_merge and merges.due > 0 and merges.found_new:

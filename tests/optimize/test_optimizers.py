@@ -304,3 +304,45 @@ async def test_gepa_progress_shows_the_best_score_and_the_budget_spent(capsys: p
         program, trainset=examples()[:6], valset=examples()[6:]
     )
     assert capsys.readouterr().err == ""
+
+
+async def test_gepa_checkpoints_to_its_log_directory_and_resumes(tmp_path: Path) -> None:
+    counter = iter(range(10_000))
+
+    def reflect_counting(messages: list[Any], options: dict[str, Any]) -> str:
+        n = next(counter)
+        return f"```\nTry {n}{' in UPPERCASE' if n % 3 == 2 else ''}.\n```"
+
+    def run(budget: int, log_dir: Path | None) -> GEPA:
+        return GEPA(
+            metric,
+            reflection_lm=imp.StaticLM(reflect_counting),
+            max_metric_calls=budget,
+            seed=5,
+            log_dir=log_dir,
+            progress=False,
+        )
+
+    data = examples()
+    whole = run(60, None)
+    counter = iter(range(10_000))
+    await whole.compile(imp.predict("word -> answer", lm=student()), trainset=data[:6], valset=data[6:])
+    counter = iter(range(10_000))
+    first = run(20, tmp_path)
+    await first.compile(imp.predict("word -> answer", lm=student()), trainset=data[:6], valset=data[6:])
+    assert (tmp_path / "gepa_state.json").exists()
+    assert first.result is not None and first.result.metric_calls <= 20
+    import json
+
+    saved_log = json.loads((tmp_path / "gepa_state.json").read_text())["log"]
+    # the resumed run repeats the iteration the budget cut short, its reflection included
+    counter = iter(range(len([line for line in saved_log if "rewrote" in line]), 10_000))
+    resumed = run(60, tmp_path)
+    await resumed.compile(imp.predict("word -> answer", lm=student()), trainset=data[:6], valset=data[6:])
+    assert whole.result is not None and resumed.result is not None
+    assert [(c.instructions, c.parents, c.val_scores) for c in resumed.result.candidates] == [
+        (c.instructions, c.parents, c.val_scores) for c in whole.result.candidates
+    ]
+    assert resumed.result.metric_calls == whole.result.metric_calls
+    with pytest.raises(ValueError, match="another log_dir"):
+        await run(60, tmp_path).compile(imp.predict("word -> answer", lm=student()), trainset=data[:5], valset=data[6:])
