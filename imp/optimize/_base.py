@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from imp.evaluation.evaluate import check_devset
@@ -72,18 +72,3 @@ class Optimizer(abc.ABC):
         if not isinstance(program, Program):
             raise TypeError(f"an optimizer compiles an imp program, got {type(program).__name__}")
         return program
-
-
-def demo_predictor(program: Program, optimizer: str) -> str:
-    """The one predictor that takes demos (a composite program's several are not bootstrapped yet)."""
-    names = [p.name for p in program.parameters().predictors if p.takes_demos]
-    if len(names) != 1:
-        raise ValueError(
-            f"{optimizer} sets the demos of a program with one predictor that takes demos; this one has {names}"
-        )
-    return names[0]
-
-
-def as_demos(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Demos as plain mappings of fields."""
-    return [dict(r) for r in rows]

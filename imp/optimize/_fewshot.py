@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from imp.evaluation.metrics import Metric
-from imp.optimize._base import Optimizer, check_positive, demo_predictor, mark
+from imp.optimize._base import Optimizer, check_positive, mark
 from imp.optimize._result import Candidate, OptimizationResult
 from imp.optimize._scoring import Row, Runner
 from imp.prediction import Example
@@ -100,11 +100,18 @@ class BootstrapFewShot(Optimizer):
         `reasoning` included) as demos, later rounds at temperature 1.0 past the cache; fill up with labelled ones."""
         self.check_program(program)
         examples = self.examples(trainset, "trainset")
-        name = demo_predictor(program, "BootstrapFewShot")
         teacher = self.teacher or program
+        names = {id(p): n for n, p in teacher.predictor_programs()}
+        wanted = [p.name for p in program.parameters().predictors if p.takes_demos]
+        unknown = [n for n in wanted if n not in names.values()]
+        if unknown:
+            raise ValueError(
+                f"BootstrapFewShot: the teacher has no predictor named {unknown}; a teacher has the student's "
+                f"predictors ({wanted}), by the same names"
+            )
         runner = Runner(self.metric, self.concurrency)
         started = time.monotonic()
-        kept: dict[int, dict[str, Any]] = {}
+        kept: dict[int, dict[str, list[dict[str, Any]]]] = {}
         errors = 0
         waiting = list(range(len(examples)))
         for round_ in range(self.max_rounds):
@@ -113,7 +120,7 @@ class BootstrapFewShot(Optimizer):
             overrides: dict[str, Any] = {}
             if round_ > 0:  # a fresh sample: another temperature, and a rollout id the cache has not seen
                 overrides["config"] = {"temperature": 1.0, "rollout_id": round_}
-            rows = await runner.run(teacher, [examples[i] for i in waiting], **overrides)
+            rows = await runner.run(teacher, [examples[i] for i in waiting], traced=True, **overrides)
             still: list[int] = []
             for index, row in zip(waiting, rows, strict=True):
                 if row.error is not None:
@@ -124,21 +131,28 @@ class BootstrapFewShot(Optimizer):
                             f"{type(row.error).__name__}: {row.error}"
                         ) from row.error
                 if self.passes(row):
-                    assert row.prediction is not None
-                    kept[index] = {**row.example.inputs(), **row.prediction.fields}
+                    per_predictor: dict[str, list[dict[str, Any]]] = {}
+                    for entry in row.trace:
+                        name = names.get(id(entry.program))
+                        if name is not None:  # each predictor's own inputs and outputs, `reasoning` included
+                            per_predictor.setdefault(name, []).append({**entry.inputs, **entry.outputs})
+                    kept[index] = per_predictor
                 else:
                     still.append(index)
             waiting = still
         chosen = sorted(kept)[: self.max_bootstrapped_demos]
-        demos = [kept[i] for i in chosen]
         rest = [e for i, e in enumerate(examples) if i not in kept]
         random.Random(self.seed).shuffle(rest)
-        demos += [e.to_dict() for e in rest[: max(0, self.max_labeled_demos - len(demos))]]
-        made = program.with_parameters(demos={name: demos})
+        demos: dict[str, list[dict[str, Any]]] = {}
+        for name in wanted:
+            booted = [demo for i in chosen for demo in kept[i].get(name, [])[:1]]
+            labelled = [e.to_dict() for e in rest[: max(0, self.max_labeled_demos - len(booted))]]
+            demos[name] = booted + labelled
+        made = program.with_parameters(demos=demos)
         result = OptimizationResult("BootstrapFewShot", metric_calls=runner.budget.metric_calls)
         result.student_usage = runner.budget.student_usage
         result.elapsed = time.monotonic() - started
         result.candidates.append(Candidate(0, made, made.parameters().instructions, (), (), 0, "fewshot"))
-        result.log.append(f"kept {len(chosen)} bootstrapped demos of {len(examples)} examples")
+        result.log.append(f"kept the runs of {len(chosen)} of {len(examples)} examples as demos")
         self.result = result
         return mark(made, "BootstrapFewShot", None, result)

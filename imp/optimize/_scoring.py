@@ -11,6 +11,7 @@ import anyio
 
 from imp.evaluation.metrics import Metric, run_metric
 from imp.prediction import Example, Prediction
+from imp.programs._parameters import TraceEntry, tracing
 from imp.programs.base import Program, call
 from imp.records import NO_USAGE, Usage
 from imp.runtime.deadline import time_left
@@ -28,6 +29,8 @@ class Row:
     score: float
     feedback: str | None = None
     error: BaseException | None = None
+    trace: tuple[TraceEntry, ...] = ()
+    """Each predictor's call during the run, when the run was traced."""
 
 
 class BudgetSpent(Exception):
@@ -92,24 +95,29 @@ class Runner:
             self._limiter = anyio.CapacityLimiter(self.concurrency)
         return self._limiter
 
-    async def run(self, program: Program, examples: Sequence[Example], **overrides: Any) -> list[Row]:
-        """Every example through `program` (and the metric), concurrently; rows in the examples' order."""
+    async def run(
+        self, program: Program, examples: Sequence[Example], *, traced: bool = False, **overrides: Any
+    ) -> list[Row]:
+        """Every example through `program` (and the metric), concurrently; rows in the examples' order
+        (with `traced`, each row holds every predictor's inputs and outputs)."""
         rows: list[Row | None] = [None] * len(examples)
         self.budget.metric_calls += len(examples)
 
         async def one(index: int, example: Example) -> None:
             async with self.limiter:
-                try:
-                    prediction = await call(program, {**example.inputs(), **overrides})
-                except Exception as exc:
-                    rows[index] = Row(example, None, self.failure_score, None, exc)
-                    return
+                with tracing() as trace:
+                    try:
+                        prediction = await call(program, {**example.inputs(), **overrides})
+                    except Exception as exc:
+                        rows[index] = Row(example, None, self.failure_score, None, exc)
+                        return
+                kept = tuple(trace) if traced else ()
                 try:
                     score = await run_metric(self.metric, example, prediction)
                 except Exception as exc:
                     rows[index] = Row(example, prediction, self.failure_score, None, exc)
                     return
-                rows[index] = Row(example, prediction, score.value, score.feedback)
+                rows[index] = Row(example, prediction, score.value, score.feedback, trace=kept)
 
         with track_usage() as usage:
             async with anyio.create_task_group() as group:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +17,18 @@ from imp.tools import Tool
 if TYPE_CHECKING:
     from imp.programs.base import Program
 
-__all__ = ["Changes", "Optimized", "Parameters", "Predictor", "ToolDescription", "optimized_by", "set_optimized"]
+__all__ = [
+    "Changes",
+    "Optimized",
+    "Parameters",
+    "Predictor",
+    "ToolDescription",
+    "TraceEntry",
+    "optimized_by",
+    "set_optimized",
+    "trace_call",
+    "tracing",
+]
 
 
 @dataclass(frozen=True)
@@ -190,6 +203,39 @@ def replace_sub_programs(program: Program, changed: Mapping[str, Program]) -> Pr
         original = getattr(program, name)
         object.__setattr__(made, name, tuple(items) if isinstance(original, tuple) else items)
     return made
+
+
+# --- traces: what each predictor was given and wrote during one run --------------------------------
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One predictor's call during a traced run: the program, its inputs and its outputs."""
+
+    program: Any
+    inputs: Mapping[str, Any]
+    outputs: Mapping[str, Any]
+
+
+_TRACE: ContextVar[list[TraceEntry] | None] = ContextVar("imp_predictor_trace", default=None)
+
+
+def trace_call(program: Any, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> None:
+    """Record a predictor's call when a trace is open (an optimizer's run); costs one lookup otherwise."""
+    trace = _TRACE.get()
+    if trace is not None:
+        trace.append(TraceEntry(program, dict(inputs), dict(outputs)))
+
+
+@contextlib.contextmanager
+def tracing() -> Iterator[list[TraceEntry]]:
+    """Open a trace for the calls made inside (each task started inside gets its own copy of the context)."""
+    trace: list[TraceEntry] = []
+    token = _TRACE.set(trace)
+    try:
+        yield trace
+    finally:
+        _TRACE.reset(token)
 
 
 # --- provenance: which optimizer made a program ---------------------------------------------------

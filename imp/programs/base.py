@@ -88,6 +88,15 @@ class Program(abc.ABC):
                 changed[name] = child.apply_parameters(mine)
         return replace_sub_programs(self, changed)
 
+    def predictor_programs(self) -> list[tuple[str, Program]]:
+        """The programs that answer as one predictor each, by their `parameters()` name (for traces)."""
+        from imp.programs._parameters import sub_programs
+
+        found: list[tuple[str, Program]] = []
+        for name, child in sub_programs(self, Program):
+            found.extend((f"{name}.{inner}", p) for inner, p in child.predictor_programs())
+        return found
+
     @property
     def optimized(self) -> Optimized | None:
         """Which optimizer made this program, with what score (None for a program no optimizer made)."""

@@ -345,6 +345,10 @@ class FunctionProgram(Program):
         """Its inner program's: `predict`, or for a function with tools the loop's `react` and `extract`."""
         return self.program.parameters()
 
+    def predictor_programs(self) -> list[tuple[str, Program]]:
+        """Its inner program's."""
+        return self.program.predictor_programs()
+
     def apply_parameters(self, changes: Changes) -> FunctionProgram:
         """The same function program with the optimizer's changes made to its inner program."""
         inner = self.program.apply_parameters(changes)

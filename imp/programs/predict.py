@@ -15,7 +15,7 @@ from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, ImpError, InvalidInputError, LMError, MissingInputError
 from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
-from imp.programs._parameters import Changes, Parameters, Predictor
+from imp.programs._parameters import Changes, Parameters, Predictor, trace_call
 from imp.programs.base import Program
 from imp.runtime.run import current_run
 from imp.runtime.trace import record_exchange
@@ -241,6 +241,10 @@ class Predict(Program):
         """One predictor, `predict`: the signature's instructions and the demos."""
         return Parameters((Predictor(PREDICTOR, self.signature.instructions, self.demos, self.signature),))
 
+    def predictor_programs(self) -> list[tuple[str, Program]]:
+        """Itself, as `predict`."""
+        return [(PREDICTOR, self)]
+
     def apply_parameters(self, changes: Changes) -> Predict:
         """The same program with the optimizer's instructions and demos."""
         made = self
@@ -296,6 +300,7 @@ class Predict(Program):
             json_fallback=fell_back,
             lm_calls=2 if fell_back else 1,
         )
+        trace_call(self, values, fields)
         return Prediction(fields, metadata)
 
 

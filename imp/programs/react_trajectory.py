@@ -21,7 +21,7 @@ from imp.errors import AdapterParseError, LMError
 from imp.history import ToolCall
 from imp.models.base import LM
 from imp.prediction import Prediction, PredictionMetadata
-from imp.programs._parameters import Changes, Parameters, Predictor, ToolDescription, apply_to_tools
+from imp.programs._parameters import Changes, Parameters, Predictor, ToolDescription, apply_to_tools, trace_call
 from imp.programs.base import Program
 from imp.programs.predict import ChainOfThought, Predict, check_options, prepare_inputs
 from imp.runtime.run import current_run, emit
@@ -151,6 +151,10 @@ class ReActTrajectory(Program):
         own = Predictor("react", self.signature.instructions, self.demos, self.step.signature)
         return Parameters((own,), tuple(ToolDescription(t.name, t.description, t.parameters, t) for t in self.tools))
 
+    def predictor_programs(self) -> list[tuple[str, Program]]:
+        """Itself, as `react` (its inner step and extraction are not predictors of their own here)."""
+        return [("react", self)]
+
     def apply_parameters(self, changes: Changes) -> ReActTrajectory:
         """The same loop with the optimizer's instructions, demos and tool descriptions; runners unchanged."""
         made = self
@@ -245,6 +249,8 @@ class ReActTrajectory(Program):
             lm_calls=usage.total.requests,
             extra={"trajectory": turn.trajectory(), "reasoning": reasoning},
         )
+        if complete:
+            trace_call(self, task, fields)
         return Prediction(fields, metadata, complete=complete)
 
     async def _loop(self, turn: _Turn, max_iters: int) -> tuple[str, str | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -346,3 +347,70 @@ async def test_gepa_checkpoints_to_its_log_directory_and_resumes(tmp_path: Path)
     assert resumed.result.metric_calls == whole.result.metric_calls
     with pytest.raises(ValueError, match="another log_dir"):
         await run(60, tmp_path).compile(imp.predict("word -> answer", lm=student()), trainset=data[:5], valset=data[6:])
+
+
+class Chain(imp.Program):
+    """Two predictors called one after the other: shout the word, then add `!`."""
+
+    def __init__(self, lm: imp.LM) -> None:
+        self.shout = imp.predict("word -> loud", lm=lm)
+        self.bang = imp.chain_of_thought("loud -> answer", lm=lm)
+        self.signature = imp.signature("word -> answer")
+
+    async def acall(self, inputs: dict[str, Any], **call_options: Any) -> imp.Prediction:
+        loud = await self.shout.acall({"word": inputs["word"]})
+        return await self.bang.acall({"loud": loud.loud})
+
+
+async def test_bootstrap_gives_each_predictor_of_a_composite_program_its_own_demos() -> None:
+    def handler(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        text = messages[-1]["content"]
+        if "## word ##" in text:
+            word = word_of(messages)
+            return {"loud": word.upper() if word != "river" else word}
+        loud = re.findall(r"\[\[ ## loud ## \]\]\n(\S+)", text)[-1]
+        return {"reasoning": "add a bang", "answer": loud}
+
+    def exact(example: imp.Example, prediction: imp.Prediction) -> bool:
+        return bool(prediction.answer == example.answer)
+
+    program = Chain(imp.StaticLM(handler))
+    made = await BootstrapFewShot(exact, max_labeled_demos=0).compile(
+        program, trainset=examples(["apple", "river", "stone"])
+    )
+    assert isinstance(made, Chain)
+    assert [dict(d) for d in made.shout.demos] == [
+        {"word": "apple", "loud": "APPLE"},
+        {"word": "stone", "loud": "STONE"},
+    ]
+    assert [dict(d) for d in made.bang.demos] == [
+        {"loud": "APPLE", "reasoning": "add a bang", "answer": "APPLE"},
+        {"loud": "STONE", "reasoning": "add a bang", "answer": "STONE"},
+    ]
+    assert program.shout.demos == ()
+
+
+async def test_bootstrap_on_an_agent_and_a_function_program() -> None:
+    def look(where: str) -> str:
+        """Look somewhere."""
+        return "a key"
+
+    def step(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        word = first_word(messages)
+        if not any(m.get("role") == "tool" for m in messages):
+            return {"tool_calls": [{"name": "look", "arguments": {"where": word}}]}
+        return {"answer": word.upper() if word != "river" else word, "tool_calls": []}
+
+    agent = imp.react("word -> answer", [look], lm=imp.StaticLM(step))
+    made = await BootstrapFewShot(metric, max_labeled_demos=0).compile(agent, trainset=examples(["apple", "river"]))
+    assert [dict(d) for d in made.demos] == [{"word": "apple", "answer": "APPLE"}]
+
+    @imp.fn(lm=imp.StaticLM(lambda m, o: {"result": "APPLE"}))
+    def shout(word: str) -> str:
+        """Shout the word, in UPPERCASE."""
+
+    shouted = await BootstrapFewShot(lambda e, p: p.result == e.answer.upper(), max_labeled_demos=0).compile(
+        shout, trainset=examples(["apple"])
+    )
+    assert isinstance(shouted, imp.FunctionProgram)
+    assert [dict(d) for d in shouted.demos] == [{"word": "apple", "result": "APPLE"}]

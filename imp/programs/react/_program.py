@@ -11,7 +11,7 @@ from imp.adapters.chat import ChatAdapter
 from imp.history import History
 from imp.models.base import LM
 from imp.prediction import Prediction, PredictionMetadata
-from imp.programs._parameters import Changes, Parameters, Predictor, ToolDescription, apply_to_tools
+from imp.programs._parameters import Changes, Parameters, Predictor, ToolDescription, apply_to_tools, trace_call
 from imp.programs.base import Program
 from imp.programs.predict import check_options, prepare_inputs, resolve_lm
 from imp.programs.react._finish import FinishRule, rule_for
@@ -203,6 +203,10 @@ class ReAct(Program):
         tools = tuple(ToolDescription(t.name, t.description, t.parameters, t) for t in self.tools)
         return Parameters((step, extractor), tools)
 
+    def predictor_programs(self) -> list[tuple[str, Program]]:
+        """Itself, as its step `react` (a traced run records the turn's inputs and outputs)."""
+        return [(STEP, self)]
+
     def apply_parameters(self, changes: Changes) -> ReAct:
         """The same loop with the optimizer's instructions, demos and tool descriptions; runners unchanged."""
         made = self
@@ -272,6 +276,8 @@ class ReAct(Program):
             adapter=turn.adapter.name,
             lm_calls=usage.total.requests,
         )
+        if complete:
+            trace_call(self, {k: v for k, v in turn.inputs.items() if k in self.signature.inputs}, fields)
         return Prediction(fields, metadata, complete=complete)
 
     def _start(self, inputs: dict[str, Any]) -> Turn:
