@@ -414,3 +414,47 @@ async def test_bootstrap_on_an_agent_and_a_function_program() -> None:
     )
     assert isinstance(shouted, imp.FunctionProgram)
     assert [dict(d) for d in shouted.demos] == [{"word": "apple", "result": "APPLE"}]
+
+
+async def test_a_cancelled_run_leaves_its_best_program_on_the_result() -> None:
+    async def slow(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        await anyio.sleep(0.02)
+        return student_handler_of(messages)
+
+    optimizer = GEPA(metric, reflection_lm=reflection(), max_metric_calls=10_000, progress=False)
+    with anyio.move_on_after(0.5):
+        await optimizer.compile(
+            imp.predict("word -> answer", lm=imp.StaticLM(slow)), trainset=examples()[:6], valset=examples()[6:]
+        )
+    assert optimizer.result is not None and optimizer.result.candidates
+    assert optimizer.result.best_program.signature.instructions == RULE
+
+
+def student_handler_of(messages: list[Any]) -> dict[str, Any]:
+    from helpers import student_handler
+
+    return student_handler(messages, {})
+
+
+@pytest.mark.parametrize(
+    ("options", "limit"),
+    [({"auto": "light"}, 4 + 6 * (2 * 3 + 4)), ({"max_full_evals": 2}, 2 * (6 + 4)), ({"max_metric_calls": 9}, 9)],
+)
+async def test_every_budget_form_is_a_ceiling_on_metric_calls(options: dict[str, Any], limit: int) -> None:
+    never = imp.StaticLM(lambda m, o: "```\nAnswer carefully.\n```")  # never finds the rule: the budget ends the run
+    optimizer = GEPA(metric, reflection_lm=never, progress=False, **options)
+    assert optimizer.metric_budget(6, 4) == limit
+    await optimizer.compile(imp.predict("word -> answer", lm=student()), trainset=examples()[:6], valset=examples()[6:])
+    assert optimizer.result is not None and optimizer.result.stop_reason == "budget"
+    assert limit - 3 <= optimizer.result.metric_calls <= limit
+
+
+async def test_the_reflection_ceiling_and_no_improvement_stop_the_run() -> None:
+    never = imp.StaticLM(lambda m, o: imp.LMResponse(text="```\nAnswer.\n```", usage=imp.Usage(input_tokens=5)))
+    tokens = GEPA(metric, reflection_lm=never, max_metric_calls=10_000, max_reflection_tokens=12, progress=False)
+    await tokens.compile(imp.predict("word -> answer", lm=student()), trainset=examples()[:6], valset=examples()[6:])
+    assert tokens.result is not None and tokens.result.stop_reason == "reflection_budget"
+    assert tokens.result.reflection_usage.input_tokens == 15  # the third request reached the ceiling
+    stale = GEPA(metric, reflection_lm=never, max_metric_calls=10_000, no_improvement_iterations=4, progress=False)
+    await stale.compile(imp.predict("word -> answer", lm=student()), trainset=examples()[:6], valset=examples()[6:])
+    assert stale.result is not None and stale.result.stop_reason == "no_improvement" and stale.result.iterations == 4
