@@ -403,7 +403,27 @@ async def test_bootstrap_on_an_agent_and_a_function_program() -> None:
 
     agent = imp.react("word -> answer", [look], lm=imp.StaticLM(step))
     made = await BootstrapFewShot(metric, max_labeled_demos=0).compile(agent, trainset=examples(["apple", "river"]))
-    assert [dict(d) for d in made.demos] == [{"word": "apple", "answer": "APPLE"}]
+    (demo,) = made.demos
+    assert (demo["word"], demo["answer"]) == ("apple", "APPLE")
+    steps = imp.History.load(demo["history"])  # the run's steps: its tool call and result, then the answer
+    assert [c.name for s in steps for c in s.tool_calls or ()] == ["look"]
+    assert [r.result for s in steps for r in s.results or ()] == ["a key"]
+    sent: list[list[Any]] = []
+
+    def later(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        sent.append(messages)
+        return {"answer": "STONE", "tool_calls": []}
+
+    await imp.call(made.with_lm(imp.StaticLM(later)), word="stone")
+    shown = [m for m in sent[0] if m.get("role") in ("assistant", "tool")]
+    assert shown[0]["tool_calls"][0]["function"]["name"] == "look" and shown[1]["role"] == "tool"
+    assert "a key" in str(shown[1]["content"]) and "APPLE" in str(shown[2]["content"])
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        saved = imp.save(made, Path(folder) / "agent.json", include_lm=False, registry={"look": look})
+        again = imp.load(saved, lm=imp.StaticLM(later), registry={"look": look})
+    assert [dict(d) for d in again.demos] == [dict(d) for d in made.demos]
 
     @imp.fn(lm=imp.StaticLM(lambda m, o: {"result": "APPLE"}))
     def shout(word: str) -> str:

@@ -276,8 +276,11 @@ class ReAct(Program):
             adapter=turn.adapter.name,
             lm_calls=usage.total.requests,
         )
-        if complete:
-            trace_call(self, {k: v for k, v in turn.inputs.items() if k in self.signature.inputs}, fields)
+        if complete:  # a demo of this turn: its inputs, its outputs, and the steps that led to them
+            steps = History(list(turn.history)[len(turn.base) :]).dump()
+            trace_call(
+                self, {k: v for k, v in turn.inputs.items() if k in self.signature.inputs}, {**fields, "history": steps}
+            )
         return Prediction(fields, metadata, complete=complete)
 
     def _start(self, inputs: dict[str, Any]) -> Turn:
