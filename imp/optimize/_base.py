@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import copy
 import functools
 from collections.abc import Iterable
 from typing import Any
@@ -30,7 +31,8 @@ def check_positive(value: Any, name: str, *, allow_none: bool = False, allow_zer
 def mark(program: Program, optimizer: str, score: float | None, result: OptimizationResult | None) -> Program:
     """Record on the new program which optimizer made it, with what score (saved by `imp.save`)."""
     details = result.summary() if result is not None else {}
-    return set_optimized(program, Optimized(optimizer, score, "valset", details))
+    # A copy: when the best candidate is the program given (nothing beat it), that value stays unmarked.
+    return set_optimized(copy.copy(program), Optimized(optimizer, score, "valset", details))
 
 
 class Optimizer(abc.ABC):

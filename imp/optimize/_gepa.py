@@ -251,7 +251,7 @@ class GEPA(Optimizer):
         else:
             rows = await self._score(runner, seed_program, val)
             if rows is None:
-                result.stop_reason = "budget"
+                result.stop_reason = "budget" if not runner.budget.out_of_time() else "timeout"
                 return
             seed = Candidate(
                 0,

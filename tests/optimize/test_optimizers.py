@@ -142,12 +142,12 @@ async def test_a_deadline_stopped_run_returns_its_best_program() -> None:
         return {"answer": "x"}
 
     program = imp.predict("word -> answer", lm=imp.StaticLM(slow))
-    optimizer = GEPA(metric, reflection_lm=reflection(), max_metric_calls=10_000, timeout=0.3)
+    optimizer = GEPA(metric, reflection_lm=reflection(), max_metric_calls=10_000, timeout=1.0)
     made = await optimizer.compile(program, trainset=examples()[:6], valset=examples()[6:])
     assert optimizer.result is not None and optimizer.result.stop_reason == "timeout"
     assert made.signature.instructions == optimizer.result.best_program.signature.instructions
 
-    with imp.deadline(0.3):
+    with imp.deadline(1.0):
         made = await GEPA(metric, reflection_lm=reflection(), max_metric_calls=10_000).compile(
             program, trainset=examples()[:6], valset=examples()[6:]
         )
@@ -478,3 +478,13 @@ async def test_the_reflection_ceiling_and_no_improvement_stop_the_run() -> None:
     stale = GEPA(metric, reflection_lm=never, max_metric_calls=10_000, no_improvement_iterations=4, progress=False)
     await stale.compile(imp.predict("word -> answer", lm=student()), trainset=examples()[:6], valset=examples()[6:])
     assert stale.result is not None and stale.result.stop_reason == "no_improvement" and stale.result.iterations == 4
+
+
+async def test_the_program_given_is_never_marked_even_when_nothing_beats_it() -> None:
+    never = imp.StaticLM(lambda m, o: "```\nAnswer.\n```")
+    program = imp.predict("word -> answer", lm=student())
+    made = await GEPA(metric, reflection_lm=never, max_metric_calls=20, progress=False).compile(
+        program, trainset=examples()[:6], valset=examples()[6:]
+    )
+    assert made is not program and made.signature.instructions == program.signature.instructions
+    assert made.optimized is not None and made.optimized.score == 0.0 and program.optimized is None
