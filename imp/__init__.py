@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match, parallel
     from imp.observe.otel import instrument_otel
     from imp.observe.trace_html import trace_html
+    from imp.optimize import GEPA, BootstrapFewShot, LabeledFewShot, OptimizationResult
     from imp.saving import ChecksumError, LoadError, SaveError, load, save
 
 from imp.models._factory import lm
@@ -88,6 +89,10 @@ _LAZY = {
     "evaluate": "imp.evaluation",
     "exact_match": "imp.evaluation",
     "parallel": "imp.evaluation",
+    "BootstrapFewShot": "imp.optimize",
+    "GEPA": "imp.optimize",
+    "LabeledFewShot": "imp.optimize",
+    "OptimizationResult": "imp.optimize",
     "ChecksumError": "imp.saving",
     "LoadError": "imp.saving",
     "SaveError": "imp.saving",
@@ -117,6 +122,7 @@ __all__ = [
     "Allow",
     "AuthenticationError",
     "BadRequest",
+    "BootstrapFewShot",
     "CONTINUE",
     "Cancel",
     "ChainOfThought",
@@ -135,6 +141,7 @@ __all__ = [
     "Field",
     "Finish",
     "FunctionProgram",
+    "GEPA",
     "History",
     "ImpError",
     "InputField",
@@ -145,9 +152,11 @@ __all__ = [
     "LMCapabilities",
     "LMError",
     "LMResponse",
+    "LabeledFewShot",
     "LoadError",
     "MissingInputError",
     "NotFound",
+    "OptimizationResult",
     "OutputField",
     "Predict",
     "Prediction",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
@@ -17,7 +17,9 @@ from imp.runtime.sync import run_sync
 from imp.signature import Signature
 
 if TYPE_CHECKING:
+    from imp.programs._parameters import Changes, Optimized, Parameters
     from imp.programs.rendered import RenderedRequest
+    from imp.tools import Tool
 
 __all__ = ["Program", "call", "call_sync"]
 
@@ -38,6 +40,69 @@ class Program(abc.ABC):
         from imp.programs.rendered import render
 
         return render(self, {**(inputs or {}), **fields})
+
+    # --- what an optimizer may change -----------------------------------------------------
+
+    def parameters(self) -> Parameters:
+        """Each predictor's name, instructions and demos (and a loop's tools): what an optimizer may rewrite.
+
+        A program that holds other programs as attributes exposes theirs by attribute name
+        (`"draft.predict"`), as DSPy's `named_predictors()` does.
+        """
+        from imp.programs._parameters import Parameters, sub_programs
+
+        predictors: list[Any] = []
+        tools: list[Any] = []
+        for name, child in sub_programs(self, Program):
+            found = child.parameters().prefixed(name)
+            predictors.extend(found.predictors)
+            tools.extend(found.tools)
+        return Parameters(tuple(predictors), tuple(tools))
+
+    def with_parameters(
+        self,
+        *,
+        instructions: Mapping[str, str] | None = None,
+        demos: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        tool_descriptions: Mapping[str, str] | None = None,
+        tools: Sequence[Tool] | None = None,
+    ) -> Program:
+        """A new program with these instructions, demos or tool descriptions, by the names `parameters()` gives.
+
+        A tool given in `tools` must keep its name and runner: an optimizer may rewrite what the
+        model reads of a tool, never what the tool does.
+        """
+        from imp.programs._parameters import changes_for
+
+        changes = changes_for(self.parameters(), instructions, demos, tool_descriptions, tools)
+        return self.apply_parameters(changes) if changes else self
+
+    def apply_parameters(self, changes: Changes) -> Program:
+        """The program with checked changes made (a program kind with predictors of its own overrides this)."""
+        from imp.programs._parameters import replace_sub_programs, sub_programs
+
+        changed: dict[str, Program] = {}
+        for name, child in sub_programs(self, Program):
+            mine = changes.under(name)
+            if mine:
+                changed[name] = child.apply_parameters(mine)
+        return replace_sub_programs(self, changed)
+
+    def predictor_programs(self) -> list[tuple[str, Program]]:
+        """The programs that answer as one predictor each, by their `parameters()` name (for traces)."""
+        from imp.programs._parameters import sub_programs
+
+        found: list[tuple[str, Program]] = []
+        for name, child in sub_programs(self, Program):
+            found.extend((f"{name}.{inner}", p) for inner, p in child.predictor_programs())
+        return found
+
+    @property
+    def optimized(self) -> Optimized | None:
+        """Which optimizer made this program, with what score (None for a program no optimizer made)."""
+        from imp.programs._parameters import optimized_by
+
+        return optimized_by(self)
 
 
 async def call(

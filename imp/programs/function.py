@@ -20,6 +20,7 @@ from imp.adapters import Adapter, ChatAdapter, JSONAdapter, XMLAdapter
 from imp.adapters.template import TemplateAdapter, system, turns, user
 from imp.errors import ImpError, SignatureError
 from imp.prediction import Prediction
+from imp.programs._parameters import Changes, Parameters
 from imp.programs.base import Program, call_sync
 from imp.programs.predict import Predict
 from imp.runtime.trace import program_label
@@ -339,6 +340,24 @@ class FunctionProgram(Program):
     def with_instructions(self, instructions: str) -> FunctionProgram:
         """The same function program with other instructions (the docstring stays on the function)."""
         return self.using(instructions=instructions)
+
+    def parameters(self) -> Parameters:
+        """Its inner program's: `predict`, or for a function with tools the loop's `react` and `extract`."""
+        return self.program.parameters()
+
+    def predictor_programs(self) -> list[tuple[str, Program]]:
+        """Its inner program's."""
+        return self.program.predictor_programs()
+
+    def apply_parameters(self, changes: Changes) -> FunctionProgram:
+        """The same function program with the optimizer's changes made to its inner program."""
+        inner = self.program.apply_parameters(changes)
+        options = {**self.options, "instructions": inner.signature.instructions}
+        if hasattr(inner, "demos"):
+            options["demos"] = inner.demos
+        if hasattr(inner, "tools"):
+            options["tools"] = inner.tools
+        return replace(self, signature=inner.signature, program=inner, options=options)
 
     # --- running -------------------------------------------------------------------------
 

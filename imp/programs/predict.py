@@ -15,6 +15,7 @@ from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, ImpError, InvalidInputError, LMError, MissingInputError
 from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
+from imp.programs._parameters import Changes, Parameters, Predictor, trace_call
 from imp.programs._stream_tap import StreamPart, current_tap, streamed_request
 from imp.programs.base import Program
 from imp.runtime.run import current_run
@@ -27,6 +28,8 @@ from imp.values import check_input
 __all__ = ["ChainOfThought", "Predict", "chain_of_thought", "predict", "resolve_lm"]
 
 _DEFAULT_ADAPTER = ChatAdapter()
+PREDICTOR = "predict"
+"""The name of a Predict's (and a ChainOfThought's) one predictor in `parameters()`."""
 _OPTIONS = frozenset({"lm", "adapter", "demos", "config", "adapter_opts", "json_fallback"})
 _REQUEST_OPTIONS = frozenset(
     {"temperature", "max_tokens", "top_p", "stop", "seed", "n", "reasoning_effort", "response_format", "timeout"}
@@ -251,6 +254,23 @@ class Predict(Program):
         """The same program with other demos."""
         return replace(self, demos=tuple(demos))
 
+    def parameters(self) -> Parameters:
+        """One predictor, `predict`: the signature's instructions and the demos."""
+        return Parameters((Predictor(PREDICTOR, self.signature.instructions, self.demos, self.signature),))
+
+    def predictor_programs(self) -> list[tuple[str, Program]]:
+        """Itself, as `predict`."""
+        return [(PREDICTOR, self)]
+
+    def apply_parameters(self, changes: Changes) -> Predict:
+        """The same program with the optimizer's instructions and demos."""
+        made = self
+        if PREDICTOR in changes.instructions:
+            made = replace(made, signature=made.signature.with_instructions(changes.instructions[PREDICTOR]))
+        if PREDICTOR in changes.demos:
+            made = replace(made, demos=changes.demos[PREDICTOR])
+        return made
+
     def with_config(self, **config: Any) -> Predict:
         """The same program with request options merged over its own."""
         return replace(self, config={**self.config, **config})
@@ -302,6 +322,7 @@ class Predict(Program):
             json_fallback=fell_back,
             lm_calls=2 if fell_back else 1,
         )
+        trace_call(self, values, fields)
         return Prediction(fields, metadata)
 
 

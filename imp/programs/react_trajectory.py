@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from imp._redact import redact_text
@@ -21,6 +21,7 @@ from imp.errors import AdapterParseError, LMError
 from imp.history import ToolCall
 from imp.models.base import LM
 from imp.prediction import Prediction, PredictionMetadata
+from imp.programs._parameters import Changes, Parameters, Predictor, ToolDescription, apply_to_tools, trace_call
 from imp.programs.base import Program
 from imp.programs.predict import ChainOfThought, Predict, check_options, prepare_inputs
 from imp.runtime.run import current_run, emit
@@ -142,6 +143,29 @@ class ReActTrajectory(Program):
         extract = ChainOfThought.build(extract_sig, demos=self.demos, adapter_opts=self.adapter_opts, **common)
         object.__setattr__(self, "extract", extract)
 
+    # --- what an optimizer may change ----------------------------------------------------
+
+    def parameters(self) -> Parameters:
+        """One predictor, `react`: the task's instructions (read by every step and the extraction), the
+        demos (shown to the extraction), and the tools' descriptions."""
+        own = Predictor("react", self.signature.instructions, self.demos, self.step.signature)
+        return Parameters((own,), tuple(ToolDescription(t.name, t.description, t.parameters, t) for t in self.tools))
+
+    def predictor_programs(self) -> list[tuple[str, Program]]:
+        """Itself, as `react` (its inner step and extraction are not predictors of their own here)."""
+        return [("react", self)]
+
+    def apply_parameters(self, changes: Changes) -> ReActTrajectory:
+        """The same loop with the optimizer's instructions, demos and tool descriptions; runners unchanged."""
+        made = self
+        if "react" in changes.instructions:
+            made = replace(made, signature=made.signature.with_instructions(changes.instructions["react"]))
+        if "react" in changes.demos:
+            made = replace(made, demos=changes.demos["react"])
+        if changes.tools or changes.tool_descriptions:
+            made = replace(made, tools=apply_to_tools(made.tools, changes))
+        return made
+
     # --- shape --------------------------------------------------------------------------
 
     def finish_tool(self) -> Tool:
@@ -225,6 +249,8 @@ class ReActTrajectory(Program):
             lm_calls=usage.total.requests,
             extra={"trajectory": turn.trajectory(), "reasoning": reasoning},
         )
+        if complete:
+            trace_call(self, task, fields)
         return Prediction(fields, metadata, complete=complete)
 
     async def _loop(self, turn: _Turn, max_iters: int) -> tuple[str, str | None]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from imp._redact import redact_text
 from imp.models.base import LM
+from imp.programs._parameters import Optimized, optimized_by, set_optimized
 from imp.programs.base import Program
 from imp.runtime.logging import get_logger
 from imp.saving._codec import ChecksumError, Loader, LoadError, Saver
@@ -57,6 +58,9 @@ def dump_program(
     if redacted:
         get_logger().warning("imp.save.redacted", where=redacted[:10], count=len(redacted))
     document: dict[str, Any] = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "program": payload}
+    made_by = optimized_by(program)
+    if made_by is not None:  # which optimizer made the program, with what score
+        document["optimized"] = _redacted(made_by.dump(), "optimized", [])
     document["checksum"] = _checksum(document)
     return document
 
@@ -78,7 +82,11 @@ def load_program(
     program = document.get("program")
     if not isinstance(program, Mapping):
         raise LoadError("the saved document has no program")
-    return Loader(registry, lm=lm).program(program)
+    loaded = Loader(registry, lm=lm).program(program)
+    made_by = document.get("optimized")
+    if isinstance(made_by, Mapping):
+        set_optimized(loaded, Optimized.load(made_by))
+    return loaded
 
 
 def _write_atomic(path: Path, text: str) -> None:

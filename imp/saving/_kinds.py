@@ -115,6 +115,13 @@ def _dump_react(program: ReAct, saver: Saver) -> dict[str, Any]:
     }
 
 
+def _dump_react_kind(program: ReAct, saver: Saver) -> dict[str, Any]:
+    saved = _dump_react(program, saver)
+    if program.extract_instructions is not None:  # only when an optimizer rewrote them: older files stay as they were
+        saved["extract_instructions"] = program.extract_instructions
+    return saved
+
+
 def _load_react(data: Mapping[str, Any], loader: Loader) -> Program:
     return ReAct(
         signature=loader.signature(data["signature"]),
@@ -134,10 +141,11 @@ def _load_react(data: Mapping[str, Any], loader: Loader) -> Program:
         unsent_note=data.get("unsent_note"),
         history_replay=data.get("history_replay", "full"),
         tool_policy=loader.value(data.get("tool_policy", "allow"), "tool_policy"),
+        extract_instructions=data.get("extract_instructions"),
     )
 
 
-register_program_kind(ProgramKind("react", ReAct, _dump_react, _load_react))
+register_program_kind(ProgramKind("react", ReAct, _dump_react_kind, _load_react))
 
 
 # --- ReActTrajectory ---------------------------------------------------------------------------------

@@ -22,9 +22,9 @@ from imp.signature import Field, Signature
 if TYPE_CHECKING:
     from imp.programs.react._program import ReAct
 
-__all__ = ["extract", "forced_submit", "last_text", "raise_with_history"]
+__all__ = ["EXTRACT_INSTRUCTIONS", "extract", "forced_submit", "last_text", "raise_with_history"]
 
-_EXTRACT_INSTRUCTIONS = (
+EXTRACT_INSTRUCTIONS = (
     "The agent's turn was interrupted before it gave its answer. Read the trajectory and give the outputs. "
     "Use only the original inputs and the results of tool calls that succeeded: proposed calls, reasoning, "
     "malformed calls and errors are not evidence. Never claim an action succeeded unless a result shows it. "
@@ -120,7 +120,7 @@ async def extract(program: ReAct, turn: Turn, cause: TerminationCause) -> Ending
     extractor_sig = Signature(
         [*signature.inputs.values(), Field("trajectory", "input", str)],
         list(signature.outputs.values()),
-        f"{signature.instructions}\n\n{_EXTRACT_INSTRUCTIONS}",
+        program.extractor_instructions,
         name="ReActExtract",
     )
     extractor = ChainOfThought.build(extractor_sig, lm=turn.lm, adapter=turn.adapter)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,11 @@ def demo_steps(program: ReAct, turn: Turn) -> list[Step]:
     task = program.signature
     steps: list[Step] = []
     for index, demo in enumerate(program.demos):
+        recorded = demo.get("history")
+        if isinstance(recorded, Mapping | History) and "history" not in task.inputs:
+            # a bootstrapped demo: the run's own steps, its tool calls and results included
+            steps.extend(recorded if isinstance(recorded, History) else History.load(recorded))
+            continue
         inputs = {k: demo[k] for k in task.inputs if k in demo}
         outputs = {k: demo[k] for k in task.outputs if k in demo}
         if not inputs or not outputs:

@@ -11,9 +11,11 @@ from imp.adapters.chat import ChatAdapter
 from imp.history import History
 from imp.models.base import LM
 from imp.prediction import Prediction, PredictionMetadata
+from imp.programs._parameters import Changes, Parameters, Predictor, ToolDescription, apply_to_tools, trace_call
 from imp.programs.base import Program
 from imp.programs.predict import check_options, prepare_inputs, resolve_lm
 from imp.programs.react._finish import FinishRule, rule_for
+from imp.programs.react._last import EXTRACT_INSTRUCTIONS
 from imp.programs.react._loop import run_turn
 from imp.programs.react._request import as_history
 from imp.programs.react._state import CALLS_FIELD, SUBMIT, THOUGHT_FIELD, FinishMode, HistoryReplay, Turn
@@ -27,6 +29,8 @@ from imp.tools.policy import validate_policy
 
 __all__ = ["ReAct", "react"]
 
+STEP, EXTRACTOR = "react", "extract"
+"""The names of the loop's step and extractor in `parameters()`."""
 _CONTROL_INPUTS = ("history", "max_iters", "last_request_note", "last_request_tools", "finish", "config", "tools")
 _OPTIONS = frozenset(
     {
@@ -43,6 +47,7 @@ _OPTIONS = frozenset(
         "unsent_note",
         "history_replay",
         "tool_policy",
+        "extract_instructions",
     }
 )
 
@@ -66,6 +71,8 @@ class ReAct(Program):
     unsent_note: str | None = None
     history_replay: HistoryReplay = "full"
     tool_policy: ToolPolicy = "allow"
+    extract_instructions: str | None = None
+    """The extractor's instructions when an optimizer rewrote them; else the task's and a fixed paragraph."""
     _step_signatures: dict[tuple[str, bool], Signature] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -180,7 +187,38 @@ class ReAct(Program):
             call_with="mapping",
         )
 
+    @property
+    def extractor_instructions(self) -> str:
+        """What the extractor of an interrupted turn is told: the task's instructions and how to read the history."""
+        if self.extract_instructions is not None:
+            return self.extract_instructions
+        return f"{self.signature.instructions}\n\n{EXTRACT_INSTRUCTIONS}"
+
     # --- values --------------------------------------------------------------------------
+
+    def parameters(self) -> Parameters:
+        """Two predictors, the loop's step (`react`) and the extractor (`extract`), and the tools' descriptions."""
+        step = Predictor(STEP, self.signature.instructions, self.demos, self.step_signature(self.finish))
+        extractor = Predictor(EXTRACTOR, self.extractor_instructions, (), self.signature, takes_demos=False)
+        tools = tuple(ToolDescription(t.name, t.description, t.parameters, t) for t in self.tools)
+        return Parameters((step, extractor), tools)
+
+    def predictor_programs(self) -> list[tuple[str, Program]]:
+        """Itself, as its step `react` (a traced run records the turn's inputs and outputs)."""
+        return [(STEP, self)]
+
+    def apply_parameters(self, changes: Changes) -> ReAct:
+        """The same loop with the optimizer's instructions, demos and tool descriptions; runners unchanged."""
+        made = self
+        if STEP in changes.instructions:
+            made = replace(made, signature=made.signature.with_instructions(changes.instructions[STEP]))
+        if EXTRACTOR in changes.instructions:
+            made = replace(made, extract_instructions=changes.instructions[EXTRACTOR])
+        if STEP in changes.demos:
+            made = made.with_demos(list(changes.demos[STEP]))
+        if changes.tools or changes.tool_descriptions:
+            made = replace(made, tools=apply_to_tools(made.tools, changes))
+        return made
 
     def with_lm(self, lm: LM) -> ReAct:
         """The same program pinned to another LM."""
@@ -238,6 +276,11 @@ class ReAct(Program):
             adapter=turn.adapter.name,
             lm_calls=usage.total.requests,
         )
+        if complete:  # a demo of this turn: its inputs, its outputs, and the steps that led to them
+            steps = History(list(turn.history)[len(turn.base) :]).dump()
+            trace_call(
+                self, {k: v for k, v in turn.inputs.items() if k in self.signature.inputs}, {**fields, "history": steps}
+            )
         return Prediction(fields, metadata, complete=complete)
 
     def _start(self, inputs: dict[str, Any]) -> Turn:

@@ -1,0 +1,28 @@
+"""Optimizers: programs that improve themselves (`LabeledFewShot`, `BootstrapFewShot`, `GEPA`).
+
+Rooms: `_base` (what every optimizer shares), `_scoring` (running candidates under one concurrency
+limit, counting metric calls), `_fewshot` (the two demo optimizers), `_pareto` (GEPA's selection,
+minibatches and acceptance, decided as the `gepa` package decides them), `_reflect` (what the
+reflection LM reads), `_gepa` (GEPA's loop), `_result` (the report).
+"""
+
+from imp.optimize._base import Optimizer
+from imp.optimize._fewshot import BootstrapFewShot, LabeledFewShot
+from imp.optimize._gepa import GEPA, AutoBudget
+from imp.optimize._result import Candidate, OptimizationResult, StopReason
+from imp.programs._parameters import Optimized, Parameters, Predictor, ToolDescription
+
+__all__ = [
+    "GEPA",
+    "AutoBudget",
+    "BootstrapFewShot",
+    "Candidate",
+    "LabeledFewShot",
+    "OptimizationResult",
+    "Optimized",
+    "Optimizer",
+    "Parameters",
+    "Predictor",
+    "StopReason",
+    "ToolDescription",
+]
