@@ -23,6 +23,7 @@ from imp.errors import (
     StreamBroken,
     UnsupportedOption,
 )
+from imp.models._prices import Prices, as_prices, priced
 from imp.models._stepdown import StepDowns
 from imp.models._wire import forces_tool, tool_choice_name
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
@@ -101,6 +102,7 @@ class HTTPLM(LM):
         max_keepalive_connections: int | None = 100,
         http_backend: str | None = None,
         headers: Mapping[str, str] | None = None,
+        prices: Prices | Mapping[str, Any] | None = None,
         **defaults: Any,
     ) -> None:
         if provider is not None:
@@ -118,6 +120,7 @@ class HTTPLM(LM):
         if max_retries is not None:
             self._retry = _with_max_retries(self._retry, max_retries)
         self._cache = cache
+        self.prices = as_prices(prices)
         self._extra_headers = dict(headers or {})
         self._timeout = timeout
         self._connect_timeout = connect_timeout
@@ -338,7 +341,11 @@ class HTTPLM(LM):
         return await call_with_retries(attempt, self._policy(options), on_retry=self._log_retry)
 
     def _finalise(self, response: LMResponse) -> LMResponse:
-        """Record usage, then refuse a content-filtered completion (it was billed all the same)."""
+        """Price and record usage, then refuse a content-filtered completion (it was billed all the same)."""
+        if self.prices is not None and response.usage.cost is None:
+            from dataclasses import replace
+
+            response = replace(response, usage=priced(response.usage, self.prices))
         record_usage(self.model_key, response.usage)
         if response.finish_reason == "content_filter":
             raise ContentFiltered(
@@ -455,6 +462,8 @@ class HTTPLM(LM):
         data: dict[str, Any] = {"model": self.model_key}
         if self.base_url != self.default_base_url:
             data["base_url"] = redact_text(self.base_url, self.secrets)
+        if self.prices is not None:
+            data["prices"] = self.prices.dump()
         data.update(redact(self.defaults, self.secrets))
         return data
 
