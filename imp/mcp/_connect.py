@@ -11,6 +11,7 @@ from typing import Any, Literal
 import anyio
 from mcp import ClientSession, McpError, types
 
+from imp._redact import redact_text
 from imp.mcp._http import HTTP_BROKEN, HTTP_STATUS_ERROR, HTTP_UNREACHABLE, http_streams
 from imp.mcp._render import MCPResult, render_result
 from imp.mcp._servers import (
@@ -58,6 +59,7 @@ class _Server:
         self.failure = ""
         self.reason = ""
         self.pgid: int | None = None
+        self.secrets: tuple[str, ...] = ()  # header values read from the environment: never shown
         self.ready = anyio.Event()  # started, or failed to
         self.stop = anyio.Event()  # asked to end, or the connection ended
         self.dead = anyio.Event()  # everything of it is closed
@@ -77,7 +79,8 @@ class _Server:
             return stdio_streams(
                 spec.command, spec.args, spec.env, spec.cwd, grace=grace, on_exit=self.end, on_start=self._started
             )
-        return http_streams(spec.url, spec.headers, http_timeout=timeout)
+        headers, self.secrets = spec.http_headers()
+        return http_streams(spec.url, headers, http_timeout=timeout)
 
     def _started(self, pgid: int) -> None:
         self.pgid = pgid
@@ -101,8 +104,9 @@ class _Server:
                     if self.spec.transport == "stdio":
                         with anyio.move_on_after(0.5):  # the exit status says more than a broken pipe
                             await self.stop.wait()
-                    self.failure = self.reason or _describe(exc)
-                    self.end(f"the connection failed: {_describe(exc)}")
+                    described = redact_text(_describe(exc), self.secrets)
+                    self.failure = self.reason or described
+                    self.end(f"the connection failed: {described}")
             if scope.cancelled_caught and not self.started:
                 self.failure = f"it did not start within {connect_timeout:g} s"
         finally:
@@ -123,6 +127,17 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
         listed = await session.list_tools(params=types.PaginatedRequestParams(cursor=listed.nextCursor))
         tools.extend(listed.tools)
     return tools
+
+
+async def _cancel(session: ClientSession, outcome: Mapping[str, Any], reason: str) -> None:
+    """Tell the server a call was given up (`notifications/cancelled`), so it can stop the work."""
+    request_id = outcome.get("id")
+    if not isinstance(request_id, int) or "result" in outcome:
+        return
+    params = types.CancelledNotificationParams(requestId=request_id, reason=reason)
+    notification = types.ClientNotification(types.CancelledNotification(params=params))
+    with anyio.move_on_after(2.0), contextlib.suppress(Exception):
+        await session.send_notification(notification)
 
 
 def _describe(exc: BaseException) -> str:
@@ -157,6 +172,9 @@ class _Runner:
         outcome: dict[str, Any] = {}
 
         async def call(scope: anyio.CancelScope) -> None:
+            # The SDK numbers requests from this counter as it sends (no await in between), and
+            # does not tell the server when a caller gives up: imp sends `notifications/cancelled`.
+            outcome["id"] = getattr(session, "_request_id", None)
             try:
                 outcome["result"] = await session.call_tool(self.tool, dict(arguments))
             except Exception as exc:
@@ -167,10 +185,24 @@ class _Runner:
             await server.stop.wait()
             scope.cancel()
 
-        with anyio.move_on_after(self.timeout) as timer:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(call, tasks.cancel_scope)
-                tasks.start_soon(watch, tasks.cancel_scope)
+        try:
+            with anyio.move_on_after(self.timeout) as timer:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(call, tasks.cancel_scope)
+                    tasks.start_soon(watch, tasks.cancel_scope)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await _cancel(session, outcome, "the caller cancelled the call")
+            raise
+        if timer.cancelled_caught and "result" not in outcome and "error" not in outcome:
+            await _cancel(session, outcome, f"no answer within {self.timeout:g} s")
+        try:
+            return self._outcome(outcome, timer.cancelled_caught)
+        except ToolError as error:
+            raise ToolError(redact_text(error.message, server.secrets), outcome=error.outcome) from None
+
+    def _outcome(self, outcome: Mapping[str, Any], timed_out: bool) -> MCPResult:
+        name, server = self.name, self.server
         if "result" in outcome:
             result: types.CallToolResult = outcome["result"]
             rendered = render_result(result)
@@ -179,7 +211,7 @@ class _Runner:
             return rendered
         if "error" in outcome:
             raise self._failure(outcome["error"])
-        if timer.cancelled_caught:
+        if timed_out:
             raise ToolError(f"{name} did not answer within {self.timeout:g} s; it may have run.", outcome="unknown")
         why = "the MCP import was closed" if self.state.closed else server.reason or "the connection ended"
         raise ToolError(
