@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -60,6 +60,8 @@ class _Server:
         self.reason = ""
         self.pgid: int | None = None
         self.secrets: tuple[str, ...] = ()  # header values read from the environment: never shown
+        self.changed = anyio.Event()  # the server sent `notifications/tools/list_changed`
+        self.on_change: Callable[[], None] = lambda: None
         self.ready = anyio.Event()  # started, or failed to
         self.stop = anyio.Event()  # asked to end, or the connection ended
         self.dead = anyio.Event()  # everything of it is closed
@@ -82,6 +84,25 @@ class _Server:
         headers, self.secrets = spec.http_headers()
         return http_streams(spec.url, headers, http_timeout=timeout)
 
+    async def _message(self, message: Any) -> None:
+        """The session's handler for what the server sends on its own: a changed tool list."""
+        if isinstance(message, types.ServerNotification) and isinstance(
+            message.root, types.ToolListChangedNotification
+        ):
+            self.changed.set()
+
+    async def _refresh(self, session: ClientSession) -> None:
+        """Read the tool list again after each change notice (outside the receive loop: a request
+        made inside the message handler would wait for a response that loop has to deliver)."""
+        while True:
+            await self.changed.wait()
+            self.changed = anyio.Event()
+            try:
+                self.tools = await _list_tools(session)
+            except Exception:  # the old list stays; a call to a tool that went away is refused
+                continue
+            self.on_change()
+
     def _started(self, pgid: int) -> None:
         self.pgid = pgid
 
@@ -91,14 +112,17 @@ class _Server:
                 try:
                     async with (
                         self._streams(grace, connect_timeout) as (read, write),
-                        ClientSession(read, write, client_info=_CLIENT) as session,
+                        ClientSession(read, write, client_info=_CLIENT, message_handler=self._message) as session,
                     ):
                         await session.initialize()
                         self.tools = await _list_tools(session)
                         self.session, self.started = session, True
                         scope.deadline = math.inf
                         self.ready.set()
-                        await self.stop.wait()
+                        async with anyio.create_task_group() as group:
+                            group.start_soon(self._refresh, session)
+                            await self.stop.wait()
+                            group.cancel_scope.cancel()
                         self.session = None
                 except Exception as exc:
                     if self.spec.transport == "stdio":
@@ -163,6 +187,11 @@ class _Runner:
             raise ToolError(f"{name} got invalid arguments: {describe_problems(problems)}.", outcome="refused")
         if self.state.closed:
             raise ToolError(f"{name} was not sent: the MCP import is closed.", outcome="not_sent")
+        if self.tool not in {t.name for t in server.tools}:
+            raise ToolError(
+                f"{name} was not sent: the MCP server `{server.name}` no longer offers it (its tool list changed).",
+                outcome="refused",
+            )
         session = server.session
         if session is None or server.stop.is_set():
             why = server.reason or server.failure or "it is not connected"
@@ -369,8 +398,18 @@ async def connect(
             failed = [Unavailable(s.name, s.spec.index, s.failure) for s in running if not s.started]
             if failed and on_failure == "refuse":
                 raise MCPConnectionError(failed)
-            tools = _build_tools(running, state, prefix, call_timeout)
-            yield MCPTools(tools, failed)
+            listed = MCPTools(_build_tools(running, state, prefix, call_timeout), failed)
+
+            def rebuild() -> None:
+                """A server changed its tools: the list becomes the new roster (kept when it collides)."""
+                try:
+                    listed[:] = _build_tools(running, state, prefix, call_timeout)
+                except MCPToolNameError:
+                    pass
+
+            for server in running:
+                server.on_change = rebuild
+            yield listed
         except Exception as exc:  # raised after the task group, so it is not wrapped in a group
             error = exc
         finally:

@@ -117,3 +117,30 @@ def test_a_missing_variable_is_a_clear_failure(backend: str, monkeypatch: pytest
 def test_bad_environment_keys_are_refused(extra: dict[str, object], problem: str) -> None:
     with pytest.raises(InvalidMCPServer, match=problem):
         parse_servers([{"name": "s", "url": "http://127.0.0.1/mcp", **extra}])
+
+
+def test_tools_list_changed_refreshes_the_tools_and_refuses_one_that_went_away(backend: str) -> None:
+    watched = Watched()
+    with serve(watched) as url:
+        server = {"name": "live", "url": url}
+
+        async def body() -> tuple[list[str], list[str], list[tuple[str, str]]]:
+            async with connect([server], trusted=[server]) as tools:
+                before = [t.name for t in tools]
+                (shrinking,) = [t for t in tools if t.name == "shrinking"]
+                await run_tool_calls([ToolCall("1", "grow", {})], tools)
+                with anyio.fail_after(5):
+                    while "extra" not in [t.name for t in tools]:
+                        await anyio.sleep(0.02)
+                after = [t.name for t in tools]
+                gone, doubled = await run_tool_calls(
+                    [ToolCall("2", "shrinking", {}), ToolCall("3", "extra", {"n": 21})], [shrinking, *tools]
+                )
+                return before, after, [(gone.outcome, gone.error or ""), (doubled.outcome, str(doubled.result))]
+
+        before, after, (gone, doubled) = run(body, backend)
+    assert "shrinking" in before and "extra" not in before
+    assert "extra" in after and "shrinking" not in after
+    assert gone[0] == "refused" and "no longer offers it (its tool list changed)" in gone[1]
+    assert doubled == ("result", "42")
+    assert not [m for m in watched.posted if m.get("method") == "tools/call" and m["params"]["name"] == "shrinking"]
