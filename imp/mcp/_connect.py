@@ -402,10 +402,8 @@ async def connect(
 
             def rebuild() -> None:
                 """A server changed its tools: the list becomes the new roster (kept when it collides)."""
-                try:
+                with contextlib.suppress(MCPToolNameError):
                     listed[:] = _build_tools(running, state, prefix, call_timeout)
-                except MCPToolNameError:
-                    pass
 
             for server in running:
                 server.on_change = rebuild
