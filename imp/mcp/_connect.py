@@ -35,7 +35,10 @@ _CLIENT = types.Implementation(name="imp", version="0.1.0")
 
 class MCPTools(list[Tool]):
     """The imported tools (a list of `imp.Tool`, in server order, then each server's order), with
-    `unavailable`: the servers left out under `on_failure="drop"`, each an `Unavailable`."""
+    `unavailable`: the servers left out under `on_failure="drop"`, each an `Unavailable`.
+    A server's `tools/list_changed` updates the list in place; `imp.react` built on it reads it each step."""
+
+    refreshes_tools = True
 
     def __init__(self, tools: Iterable[Tool] = (), unavailable: Iterable[Unavailable] = ()) -> None:
         super().__init__(tools)

@@ -63,6 +63,7 @@ def build(watched: Watched) -> FastMCP:
         server.add_tool(extra, name="extra")
         server.remove_tool("shrinking")
         await ctx.session.send_tool_list_changed()
+        await anyio.sleep(0.5)  # the notice (on the GET stream) and the client's re-listing come first
         return "changed"
 
     @server.tool()

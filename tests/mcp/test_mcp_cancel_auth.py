@@ -144,3 +144,35 @@ def test_tools_list_changed_refreshes_the_tools_and_refuses_one_that_went_away(b
     assert gone[0] == "refused" and "no longer offers it (its tool list changed)" in gone[1]
     assert doubled == ("result", "42")
     assert not [m for m in watched.posted if m.get("method") == "tools/call" and m["params"]["name"] == "shrinking"]
+
+
+def test_a_react_turn_offers_the_changed_tools_at_its_next_step(backend: str) -> None:
+    import imp
+    from imp.models.base import LMResponse
+    from imp.records import ToolCall as Call
+
+    watched = Watched()
+    lm = imp.ScriptedLM(
+        [
+            LMResponse(tool_calls=(Call("a", "grow", {}),)),
+            LMResponse(tool_calls=(Call("b", "shrinking", {}), Call("c", "extra", {"n": 21}))),
+            LMResponse(text="42"),
+        ]
+    )
+    with serve(watched) as url:
+        server = {"name": "live", "url": url}
+
+        async def body() -> imp.Prediction:
+            async with connect([server], trusted=[server]) as tools:
+                program = imp.react("question -> answer", tools, lm=lm)
+                return await imp.call(program, question="double 21")
+
+        prediction = run(body, backend)
+    offered = [[t["function"]["name"] for t in r.options["tools"]] for r in lm.requests]
+    assert "shrinking" in offered[0] and "extra" not in offered[0]
+    assert "extra" in offered[1] and "shrinking" not in offered[1]  # the change, offered at the next step
+    assert prediction.answer == "42"
+    gone, doubled = prediction.metadata.history[-2].results
+    assert gone.outcome == "refused" and "shrinking" in (gone.error or "")
+    assert str(doubled.result) == "42"
+    assert not [m for m in watched.posted if m.get("method") == "tools/call" and m["params"]["name"] == "shrinking"]
