@@ -138,7 +138,10 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    """Input tokens read from the provider's prompt cache."""
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
+    """Input tokens written to the provider's prompt cache (Anthropic bills them apart)."""
     cost: float | None = None
     requests: int = 0
 
@@ -149,6 +152,7 @@ class Usage:
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             cost=cost,
             requests=self.requests + other.requests,
         )
@@ -160,6 +164,7 @@ class Usage:
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
             "reasoning_tokens": self.reasoning_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
             "cost": self.cost,
             "requests": self.requests,
         }

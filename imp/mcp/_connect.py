@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
 from mcp import ClientSession, McpError, types
 
+from imp._redact import redact_text
 from imp.mcp._http import HTTP_BROKEN, HTTP_STATUS_ERROR, HTTP_UNREACHABLE, http_streams
 from imp.mcp._render import MCPResult, render_result
 from imp.mcp._servers import (
@@ -34,7 +35,10 @@ _CLIENT = types.Implementation(name="imp", version="0.1.0")
 
 class MCPTools(list[Tool]):
     """The imported tools (a list of `imp.Tool`, in server order, then each server's order), with
-    `unavailable`: the servers left out under `on_failure="drop"`, each an `Unavailable`."""
+    `unavailable`: the servers left out under `on_failure="drop"`, each an `Unavailable`.
+    A server's `tools/list_changed` updates the list in place; `imp.react` built on it reads it each step."""
+
+    refreshes_tools = True
 
     def __init__(self, tools: Iterable[Tool] = (), unavailable: Iterable[Unavailable] = ()) -> None:
         super().__init__(tools)
@@ -58,6 +62,9 @@ class _Server:
         self.failure = ""
         self.reason = ""
         self.pgid: int | None = None
+        self.secrets: tuple[str, ...] = ()  # header values read from the environment: never shown
+        self.changed = anyio.Event()  # the server sent `notifications/tools/list_changed`
+        self.on_change: Callable[[], None] = lambda: None
         self.ready = anyio.Event()  # started, or failed to
         self.stop = anyio.Event()  # asked to end, or the connection ended
         self.dead = anyio.Event()  # everything of it is closed
@@ -77,7 +84,27 @@ class _Server:
             return stdio_streams(
                 spec.command, spec.args, spec.env, spec.cwd, grace=grace, on_exit=self.end, on_start=self._started
             )
-        return http_streams(spec.url, spec.headers, http_timeout=timeout)
+        headers, self.secrets = spec.http_headers()
+        return http_streams(spec.url, headers, http_timeout=timeout)
+
+    async def _message(self, message: Any) -> None:
+        """The session's handler for what the server sends on its own: a changed tool list."""
+        if isinstance(message, types.ServerNotification) and isinstance(
+            message.root, types.ToolListChangedNotification
+        ):
+            self.changed.set()
+
+    async def _refresh(self, session: ClientSession) -> None:
+        """Read the tool list again after each change notice (outside the receive loop: a request
+        made inside the message handler would wait for a response that loop has to deliver)."""
+        while True:
+            await self.changed.wait()
+            self.changed = anyio.Event()
+            try:
+                self.tools = await _list_tools(session)
+            except Exception:  # the old list stays; a call to a tool that went away is refused
+                continue
+            self.on_change()
 
     def _started(self, pgid: int) -> None:
         self.pgid = pgid
@@ -88,21 +115,25 @@ class _Server:
                 try:
                     async with (
                         self._streams(grace, connect_timeout) as (read, write),
-                        ClientSession(read, write, client_info=_CLIENT) as session,
+                        ClientSession(read, write, client_info=_CLIENT, message_handler=self._message) as session,
                     ):
                         await session.initialize()
                         self.tools = await _list_tools(session)
                         self.session, self.started = session, True
                         scope.deadline = math.inf
                         self.ready.set()
-                        await self.stop.wait()
+                        async with anyio.create_task_group() as group:
+                            group.start_soon(self._refresh, session)
+                            await self.stop.wait()
+                            group.cancel_scope.cancel()
                         self.session = None
                 except Exception as exc:
                     if self.spec.transport == "stdio":
                         with anyio.move_on_after(0.5):  # the exit status says more than a broken pipe
                             await self.stop.wait()
-                    self.failure = self.reason or _describe(exc)
-                    self.end(f"the connection failed: {_describe(exc)}")
+                    described = redact_text(_describe(exc), self.secrets)
+                    self.failure = self.reason or described
+                    self.end(f"the connection failed: {described}")
             if scope.cancelled_caught and not self.started:
                 self.failure = f"it did not start within {connect_timeout:g} s"
         finally:
@@ -123,6 +154,17 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
         listed = await session.list_tools(params=types.PaginatedRequestParams(cursor=listed.nextCursor))
         tools.extend(listed.tools)
     return tools
+
+
+async def _cancel(session: ClientSession, outcome: Mapping[str, Any], reason: str) -> None:
+    """Tell the server a call was given up (`notifications/cancelled`), so it can stop the work."""
+    request_id = outcome.get("id")
+    if not isinstance(request_id, int) or "result" in outcome:
+        return
+    params = types.CancelledNotificationParams(requestId=request_id, reason=reason)
+    notification = types.ClientNotification(types.CancelledNotification(params=params))
+    with anyio.move_on_after(2.0), contextlib.suppress(Exception):
+        await session.send_notification(notification)
 
 
 def _describe(exc: BaseException) -> str:
@@ -148,6 +190,11 @@ class _Runner:
             raise ToolError(f"{name} got invalid arguments: {describe_problems(problems)}.", outcome="refused")
         if self.state.closed:
             raise ToolError(f"{name} was not sent: the MCP import is closed.", outcome="not_sent")
+        if self.tool not in {t.name for t in server.tools}:
+            raise ToolError(
+                f"{name} was not sent: the MCP server `{server.name}` no longer offers it (its tool list changed).",
+                outcome="refused",
+            )
         session = server.session
         if session is None or server.stop.is_set():
             why = server.reason or server.failure or "it is not connected"
@@ -157,6 +204,9 @@ class _Runner:
         outcome: dict[str, Any] = {}
 
         async def call(scope: anyio.CancelScope) -> None:
+            # The SDK numbers requests from this counter as it sends (no await in between), and
+            # does not tell the server when a caller gives up: imp sends `notifications/cancelled`.
+            outcome["id"] = getattr(session, "_request_id", None)
             try:
                 outcome["result"] = await session.call_tool(self.tool, dict(arguments))
             except Exception as exc:
@@ -167,10 +217,24 @@ class _Runner:
             await server.stop.wait()
             scope.cancel()
 
-        with anyio.move_on_after(self.timeout) as timer:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(call, tasks.cancel_scope)
-                tasks.start_soon(watch, tasks.cancel_scope)
+        try:
+            with anyio.move_on_after(self.timeout) as timer:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(call, tasks.cancel_scope)
+                    tasks.start_soon(watch, tasks.cancel_scope)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await _cancel(session, outcome, "the caller cancelled the call")
+            raise
+        if timer.cancelled_caught and "result" not in outcome and "error" not in outcome:
+            await _cancel(session, outcome, f"no answer within {self.timeout:g} s")
+        try:
+            return self._outcome(outcome, timer.cancelled_caught)
+        except ToolError as error:
+            raise ToolError(redact_text(error.message, server.secrets), outcome=error.outcome) from None
+
+    def _outcome(self, outcome: Mapping[str, Any], timed_out: bool) -> MCPResult:
+        name, server = self.name, self.server
         if "result" in outcome:
             result: types.CallToolResult = outcome["result"]
             rendered = render_result(result)
@@ -179,7 +243,7 @@ class _Runner:
             return rendered
         if "error" in outcome:
             raise self._failure(outcome["error"])
-        if timer.cancelled_caught:
+        if timed_out:
             raise ToolError(f"{name} did not answer within {self.timeout:g} s; it may have run.", outcome="unknown")
         why = "the MCP import was closed" if self.state.closed else server.reason or "the connection ended"
         raise ToolError(
@@ -337,8 +401,16 @@ async def connect(
             failed = [Unavailable(s.name, s.spec.index, s.failure) for s in running if not s.started]
             if failed and on_failure == "refuse":
                 raise MCPConnectionError(failed)
-            tools = _build_tools(running, state, prefix, call_timeout)
-            yield MCPTools(tools, failed)
+            listed = MCPTools(_build_tools(running, state, prefix, call_timeout), failed)
+
+            def rebuild() -> None:
+                """A server changed its tools: the list becomes the new roster (kept when it collides)."""
+                with contextlib.suppress(MCPToolNameError):
+                    listed[:] = _build_tools(running, state, prefix, call_timeout)
+
+            for server in running:
+                server.on_change = rebuild
+            yield listed
         except Exception as exc:  # raised after the task group, so it is not wrapped in a group
             error = exc
         finally:

@@ -4,6 +4,7 @@ approves each descriptor before anything is started or dialed."""
 from __future__ import annotations
 
 import inspect
+import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ answer, or does not answer within 30 s refuses."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _STDIO_KEYS = frozenset({"name", "type", "command", "args", "env", "cwd", "tool_prefix"})
-_HTTP_KEYS = frozenset({"name", "type", "url", "headers", "tool_prefix"})
+_HTTP_KEYS = frozenset({"name", "type", "url", "headers", "headers_env", "bearer_token_env", "tool_prefix"})
 
 
 class MCPError(ImpError):
@@ -106,7 +107,34 @@ class ServerSpec:
     cwd: str | None = None
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
+    headers_env: Mapping[str, str] = field(default_factory=dict)
+    """Header name -> the environment variable holding its value (read when connecting, never saved)."""
+    bearer_token_env: str | None = None
+    """The environment variable holding the `Authorization: Bearer` token."""
     tool_prefix: str | None = None
+
+    def http_headers(self) -> tuple[dict[str, str], tuple[str, ...]]:
+        """The headers to send, with the values read from the environment; and those values (secrets)."""
+        headers = dict(self.headers)
+        secrets: list[str] = []
+        wanted = dict(self.headers_env)
+        if self.bearer_token_env:
+            wanted["Authorization"] = self.bearer_token_env
+        for header, variable in wanted.items():
+            value = os.environ.get(variable)
+            if not value:
+                raise MCPEnvironmentError(
+                    f"the environment variable {variable} (for the {header} header of `{self.name}`) is not set"
+                )
+            if header == "Authorization" and variable == self.bearer_token_env:
+                value = f"Bearer {value}"
+            headers[header] = value
+            secrets.append(value)
+        return headers, tuple(secrets)
+
+
+class MCPEnvironmentError(RuntimeError):
+    """A header's environment variable is not set (the server is not dialled)."""
 
 
 def _strings(index: int, value: object, what: str) -> dict[str, str]:
@@ -153,7 +181,23 @@ def _parse(index: int, raw: object) -> ServerSpec:
     if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
         raise InvalidMCPServer(index, "an http server needs a `url` (http:// or https://)")
     headers = _strings(index, raw.get("headers"), "headers")
-    return ServerSpec(index, name, "http", raw, url=url, headers=headers, tool_prefix=prefix)
+    headers_env = _strings(index, raw.get("headers_env"), "headers_env")
+    bearer = raw.get("bearer_token_env")
+    if bearer is not None and (not isinstance(bearer, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", bearer)):
+        raise InvalidMCPServer(index, "`bearer_token_env` is the name of an environment variable (A-Z, 0-9, _)")
+    if bearer is not None and any(h.lower() == "authorization" for h in (*headers, *headers_env)):
+        raise InvalidMCPServer(index, "give the Authorization header once: `bearer_token_env` or a header, not both")
+    return ServerSpec(
+        index,
+        name,
+        "http",
+        raw,
+        url=url,
+        headers=headers,
+        headers_env=headers_env,
+        bearer_token_env=bearer,
+        tool_prefix=prefix,
+    )
 
 
 def parse_servers(servers: Sequence[Mapping[str, Any]]) -> list[ServerSpec]:

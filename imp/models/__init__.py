@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from imp.models._factory import PROVIDERS, lm
+from imp.models._prices import Prices
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent, Usage
 from imp.models.retry import RetryPolicy
 from imp.models.scripted import ScriptedLM, ScriptedRequest, StaticLM
@@ -24,6 +25,7 @@ __all__ = [
     "Message",
     "OpenAILM",
     "OpenRouterLM",
+    "Prices",
     "ResponseCache",
     "RetryPolicy",
     "SQLiteCache",

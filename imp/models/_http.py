@@ -23,6 +23,7 @@ from imp.errors import (
     StreamBroken,
     UnsupportedOption,
 )
+from imp.models._prices import Prices, as_prices, priced
 from imp.models._stepdown import StepDowns
 from imp.models._wire import forces_tool, tool_choice_name
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
@@ -33,7 +34,8 @@ from imp.runtime.usage import record_usage
 
 if TYPE_CHECKING:
     from imp.models._sse import SSEEvent
-    from imp.models._transport import StreamingResponse, Transport
+    from imp.models._stream import Opened
+    from imp.models._transport import Transport
     from imp.models.cache import ResponseCache
 
 __all__ = ["CONTROL_OPTIONS", "REQUEST_OPTIONS", "HTTPLM", "StreamState"]
@@ -101,6 +103,7 @@ class HTTPLM(LM):
         max_keepalive_connections: int | None = 100,
         http_backend: str | None = None,
         headers: Mapping[str, str] | None = None,
+        prices: Prices | Mapping[str, Any] | None = None,
         **defaults: Any,
     ) -> None:
         if provider is not None:
@@ -118,6 +121,7 @@ class HTTPLM(LM):
         if max_retries is not None:
             self._retry = _with_max_retries(self._retry, max_retries)
         self._cache = cache
+        self.prices = as_prices(prices)
         self._extra_headers = dict(headers or {})
         self._timeout = timeout
         self._connect_timeout = connect_timeout
@@ -338,7 +342,11 @@ class HTTPLM(LM):
         return await call_with_retries(attempt, self._policy(options), on_retry=self._log_retry)
 
     def _finalise(self, response: LMResponse) -> LMResponse:
-        """Record usage, then refuse a content-filtered completion (it was billed all the same)."""
+        """Price and record usage, then refuse a content-filtered completion (it was billed all the same)."""
+        if self.prices is not None and response.usage.cost is None:
+            from dataclasses import replace
+
+            response = replace(response, usage=priced(response.usage, self.prices))
         record_usage(self.model_key, response.usage)
         if response.finish_reason == "content_filter":
             raise ContentFiltered(
@@ -352,11 +360,12 @@ class HTTPLM(LM):
     async def stream(self, messages: Sequence[Message], **options: Any) -> AsyncIterator[StreamEvent]:
         """Yield text, reasoning and tool-call deltas, then one final event with the whole response.
 
-        Failures before the first byte are retried like `request` (and a refused option stepped
-        down from); a stream that fails after it started raises a retryable `StreamBroken`, or
+        A stream that fails before its first delta is retried like `request` (and a refused option
+        stepped down from): nothing reached the caller yet. One that fails after content arrived
+        raises a retryable `StreamBroken` saying how much had arrived (never a silent restart), or
         `DeadlineExceeded` when the deadline has passed. Leaving the loop early closes the HTTP stream.
         """
-        from imp.models._sse import SSEDecoder
+        from imp.models._stream import Arrived
         from imp.models._transport import HTTPFailure
 
         merged = self._merged(options)
@@ -369,27 +378,44 @@ class HTTPLM(LM):
             while True:
                 sent = self._stepped.apply(merged)
                 try:
-                    response = await self._open_stream(transport, messages, sent, headers, outer)
+                    opened = await self._open_stream(transport, messages, sent, headers, outer, step)
                     break
                 except UnsupportedOption as error:
                     if not self._step_down(error, sent):
                         raise
-            state = self.stream_state(step=step, headers=response.headers)
-            decoder = SSEDecoder()
-            try:
-                async for chunk in response.aiter_bytes():
-                    for event in decoder.feed(chunk):
-                        for delta in state.feed(event):
-                            yield delta
-            except HTTPFailure as failure:
-                if _deadline_passed(failure.kind):
-                    raise DeadlineExceeded("the deadline passed while the stream was being read") from None
-                raise StreamBroken(
-                    redact_text(f"the stream broke after it started ({failure.kind}): {failure}", self.secrets),
-                    provider=self.provider,
-                    code="stream_broken",
-                ) from None
-            final = self._finalise(state.finish())
+            arrived = Arrived()
+            for delta in opened.first:
+                yield arrived.count(delta)
+            if opened.response is not None:
+                final = self._finalise(opened.response)
+            else:
+                try:
+                    for event in opened.pending:
+                        for delta in opened.state.feed(event):
+                            yield arrived.count(delta)
+                    async for chunk in opened.chunks:
+                        for event in opened.decoder.feed(chunk):
+                            for delta in opened.state.feed(event):
+                                yield arrived.count(delta)
+                    response = opened.state.finish()
+                except HTTPFailure as failure:
+                    if _deadline_passed(failure.kind):
+                        raise DeadlineExceeded("the deadline passed while the stream was being read") from None
+                    raise StreamBroken(
+                        redact_text(
+                            f"the stream broke after {arrived} had arrived ({failure.kind}): {failure}", self.secrets
+                        ),
+                        provider=self.provider,
+                        code="stream_broken",
+                    ) from None
+                except StreamBroken as error:
+                    raise StreamBroken(
+                        f"{error.message}, after {arrived} had arrived",
+                        provider=error.provider,
+                        code=error.code,
+                        request_id=error.request_id,
+                    ) from None
+                final = self._finalise(response)
         yield StreamEvent(kind="final", response=final)
 
     async def _open_stream(
@@ -399,16 +425,19 @@ class HTTPLM(LM):
         options: Mapping[str, Any],
         headers: Mapping[str, str],
         outer: AsyncExitStack,
-    ) -> StreamingResponse:
-        """Send a streamed request (retrying what may succeed later) and return the open response;
-        `outer` closes it."""
+        step: int,
+    ) -> Opened:
+        """Send a streamed request and read it to its first delta, retrying what may succeed later
+        (a failure before any content reached the caller is a failed request); `outer` closes it."""
+        from imp.models._sse import SSEDecoder
+        from imp.models._stream import Opened, read_first_content
         from imp.models._transport import HTTPFailure
 
         body = self.build_body(messages, options, stream=True)
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         forced = forces_tool(body)
 
-        async def attempt(number: int) -> StreamingResponse:
+        async def attempt(number: int) -> Opened:
             stack = AsyncExitStack()
             try:
                 response = await stack.enter_async_context(
@@ -425,6 +454,12 @@ class HTTPLM(LM):
                         forced_tool_choice=forced,
                         url=self.url,
                     )
+                chunks = response.aiter_bytes()
+                stack.push_async_callback(chunks.aclose)  # type: ignore[attr-defined]
+                opened = Opened(self.stream_state(step=step, headers=response.headers), SSEDecoder(), chunks)
+                await read_first_content(opened)
+                if opened.ended:  # a stream that ended badly before any content is retried
+                    opened.response = opened.state.finish()
             except HTTPFailure as failure:
                 await stack.aclose()
                 raise self._failure(failure) from None
@@ -432,7 +467,7 @@ class HTTPLM(LM):
                 await stack.aclose()
                 raise
             outer.push_async_callback(stack.aclose)
-            return response
+            return opened
 
         return await call_with_retries(attempt, self._policy(options), on_retry=self._log_retry)
 
@@ -455,6 +490,8 @@ class HTTPLM(LM):
         data: dict[str, Any] = {"model": self.model_key}
         if self.base_url != self.default_base_url:
             data["base_url"] = redact_text(self.base_url, self.secrets)
+        if self.prices is not None:
+            data["prices"] = self.prices.dump()
         data.update(redact(self.defaults, self.secrets))
         return data
 

@@ -3,7 +3,8 @@
 Anthropic's quirks live here: the system prompt is a top-level field, tool calls are `tool_use`
 blocks and results go back as `tool_result` blocks in a user message, `tool_choice` is
 `{"type": "auto" | "any" | "none" | "tool"}`, `max_tokens` is required, messages carry no `name`,
-thinking blocks are replayed verbatim, and a stream without `message_stop` is a failed request.
+thinking blocks are replayed verbatim, a stream without `message_stop` is a failed request, and
+prompt-cache breakpoints are marked unless `prompt_cache="off"` (see `imp.models._anthropic_cache`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from imp.errors import InvalidResponse, StreamBroken
+from imp.models._anthropic_cache import EXTENDED_TTL_BETA, check_prompt_cache, mark_breakpoints
 from imp.models._http import HTTPLM, StreamState
 from imp.models._sse import SSEEvent
 from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
@@ -50,12 +52,16 @@ class AnthropicLM(HTTPLM):
         return headers
 
     def request_headers(self, options: Mapping[str, Any]) -> dict[str, str]:
+        betas = []
         if _schema_format(options.get("response_format")) is not None:
-            return {"anthropic-beta": STRUCTURED_OUTPUTS_BETA}
-        return {}
+            betas.append(STRUCTURED_OUTPUTS_BETA)
+        if check_prompt_cache(options.get("prompt_cache")) == "1h":
+            betas.append(EXTENDED_TTL_BETA)
+        return {"anthropic-beta": ",".join(betas)} if betas else {}
 
     def check_options(self, options: Mapping[str, Any]) -> None:
-        super().check_options(options)
+        check_prompt_cache(options.get("prompt_cache"))
+        super().check_options({k: v for k, v in options.items() if k != "prompt_cache"})
         fmt = options.get("response_format")
         if fmt is not None and _schema_format(fmt) is None:
             raise ValueError("anthropic takes response_format only as {'type': 'json_schema', ...}")
@@ -85,6 +91,7 @@ class AnthropicLM(HTTPLM):
         if stream:
             body["stream"] = True
         body.update(options.get("extra_body") or {})
+        mark_breakpoints(body, check_prompt_cache(options.get("prompt_cache")))
         return body
 
     def parse_response(self, body: Any, headers: Mapping[str, str], *, step: int) -> LMResponse:
@@ -256,6 +263,7 @@ def _usage(raw: Any) -> Usage:
         input_tokens=int(raw.get("input_tokens") or 0) + cached + written,
         output_tokens=int(raw.get("output_tokens") or 0),
         cached_tokens=cached,
+        cache_write_tokens=written,
         requests=1,
     )
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from fake_provider import FakeProvider
+from test_lm_prompt_cache import _unmarked, assert_reuses
 
 from imp.errors import LMError
 from imp.models._http import HTTPLM
@@ -52,9 +53,13 @@ async def _round_trip(fake: FakeProvider, client: HTTPLM, fixture: str) -> list[
     for number, interaction in enumerate(interactions):
         recorded = interaction["request"]["body"]
         response = await client.request(history, **options)
-        sent = fake.requests[number].json
+        marked = fake.requests[number].json
+        if number:  # the recorded conversation's next request reads the previous one's cache entry
+            assert_reuses(fake.requests[number - 1].json, marked)
+        sent = _unmarked(marked)  # the recordings were made without breakpoints
         assert sent["messages"] == _without_false_is_error(recorded["messages"])
-        assert sent.get("system") == recorded.get("system")
+        system = sent.get("system")  # a marked system text is sent as one text block
+        assert system == recorded.get("system") or system == [{"type": "text", "text": recorded["system"]}]
         assert sent["tool_choice"] == recorded["tool_choice"]
         assert sent["tools"] == recorded["tools"]
         assert sent["max_tokens"] == recorded["max_tokens"]
@@ -122,7 +127,14 @@ async def test_parallel_tool_calls_false_disables_parallel_use(fake: FakeProvide
     )
     sent = fake.requests[0].json
     assert sent["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
-    assert sent["tools"] == [{"name": "get_weather", "description": "d", "input_schema": {"type": "object"}}]
+    assert sent["tools"] == [
+        {
+            "name": "get_weather",
+            "description": "d",
+            "input_schema": {"type": "object"},
+            "cache_control": {"type": "ephemeral"},
+        }
+    ]
 
 
 @pytest.mark.parametrize(
@@ -182,8 +194,9 @@ async def test_names_left_out_and_system_lifted(fake: FakeProvider, anthropic_lm
         ]
     )
     sent = fake.requests[0].json
-    assert sent["system"] == "Be brief."
-    assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Hello"}]}]
+    mark = {"cache_control": {"type": "ephemeral"}}  # the prompt-cache breakpoints, on by default
+    assert sent["system"] == [{"type": "text", "text": "Be brief.", **mark}]
+    assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Hello", **mark}]}]
     assert "name" not in json.dumps(sent["messages"])
 
 

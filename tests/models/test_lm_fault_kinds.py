@@ -33,7 +33,8 @@ def _ok(streamed: bool) -> Reply:
 
 
 # name: (the fault's reply, then per mode (request, stream): how many faults are queued before a
-# good reply (None: no good reply) and the outcome expected)
+# good reply (None: no good reply) and the outcome expected). A stream that ends or breaks before
+# any content reached the caller is retried like a request; one cut after content is raised once.)
 Case = tuple[Callable[[], Reply], tuple[tuple[int, bool, str], tuple[int, bool, str]]]
 RETRIED, ONCE = 3, 1
 FAULTS: dict[str, Case] = {
@@ -44,7 +45,7 @@ FAULTS: dict[str, Case] = {
     ),
     "truncated body": (
         lambda: Reply(fault="truncate", json={"choices": []}),
-        ((RETRIED, False, "ConnectionFailed"), (ONCE, False, "StreamBroken")),
+        ((RETRIED, False, "ConnectionFailed"), (RETRIED, False, "ConnectionFailed")),
     ),
     "503 once": (_error(503, message="busy"), ((1, True, RESPONSE), (1, True, RESPONSE))),
     "502 always": (
@@ -79,7 +80,7 @@ FAULTS: dict[str, Case] = {
     ),
     "content filter": (
         lambda: Reply(200, json={"choices": [{"message": {"content": ""}, "finish_reason": "content_filter"}]}),
-        ((ONCE, False, "ContentFiltered"), (ONCE, False, "StreamBroken")),
+        ((ONCE, False, "ContentFiltered"), (RETRIED, False, "StreamBroken")),
     ),
     "content filter, streamed": (
         lambda: Reply(200, body=SSE_OK.replace('"stop"', '"content_filter"'), headers=SSE, chunk_size=20),
@@ -87,7 +88,7 @@ FAULTS: dict[str, Case] = {
     ),
     "not a completion": (
         lambda: Reply(200, json={"object": "list", "data": []}),
-        ((ONCE, False, "InvalidResponse"), (ONCE, False, "StreamBroken")),
+        ((ONCE, False, "InvalidResponse"), (RETRIED, False, "StreamBroken")),
     ),
     "cut stream": (
         lambda: Reply(200, body=SSE_CUT, headers=SSE, chunk_size=20),

@@ -134,7 +134,7 @@ async def test_anthropic_tool_results_grouped_into_one_user_message(fake: FakePr
         "role": "user",
         "content": [
             {"type": "tool_result", "tool_use_id": "t1", "content": "one"},
-            {"type": "tool_result", "tool_use_id": "t2", "content": "two"},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "two", "cache_control": {"type": "ephemeral"}},
         ],
     }
     assert fake.requests[0].json["max_tokens"] == 4096

@@ -8,7 +8,7 @@ from imp.history import Step
 from imp.programs.react._finish import TextAnswer
 from imp.programs.react._last import raise_with_history
 from imp.programs.react._request import Failure, error_text, read_step, request_step
-from imp.programs.react._state import Ending, TerminationCause, Turn, deadline_passed, incomplete
+from imp.programs.react._state import SUBMIT, Ending, TerminationCause, Turn, deadline_passed, incomplete
 from imp.programs.react._tools import act
 from imp.runtime.run import emit
 
@@ -29,6 +29,7 @@ async def run_turn(program: ReAct, turn: Turn) -> Ending:
         turn.step += 1
         if deadline_passed():
             return incomplete("deadline_exceeded")
+        _refresh_tools(program, turn)
         response = await request_step(program, turn, forced=False)
         if isinstance(response, Failure):
             if response.cause in ("context_window_exceeded", "deadline_exceeded"):
@@ -66,3 +67,18 @@ async def run_turn(program: ReAct, turn: Turn) -> Ending:
             cause = "empty_tool_calls"
             break
     return await rule.end_interrupted(program, turn, cause)
+
+
+def _refresh_tools(program: ReAct, turn: Turn) -> None:
+    """Offer a live tool list as it is now (an MCP server that changed its tools mid-turn): tools
+    it no longer holds leave the roster, so a call to one is refused as an unknown tool."""
+    live = program.live_tools
+    if live is None:
+        return
+    if turn.overrides is None:
+        originals = {id(t) for t in program.tools}
+        turn.overrides = {n: t for n, t in turn.roster.items() if n != SUBMIT and id(t) not in originals}
+    roster = {tool.name: turn.overrides.get(tool.name, tool) for tool in live}
+    if SUBMIT in turn.roster:
+        roster[SUBMIT] = turn.roster[SUBMIT]
+    turn.roster = roster

@@ -76,10 +76,14 @@ class ReAct(Program):
     _step_signatures: dict[tuple[str, bool], Signature] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    live_tools: Sequence[Tool] | None = field(default=None, init=False, repr=False, compare=False)
+    """The list the tools came from when it refreshes itself (an MCP import): read at every step."""
 
     handles_deadline: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
+        if getattr(self.tools, "refreshes_tools", False):
+            object.__setattr__(self, "live_tools", self.tools)
         object.__setattr__(self, "tools", tuple(as_tool(t, "imp.react") for t in self.tools))
         object.__setattr__(self, "demos", tuple(self.demos))
         object.__setattr__(self, "last_request_tools", tuple(self.last_request_tools))
@@ -381,4 +385,5 @@ def react(
     check_options("imp.react", options, _OPTIONS)
     if not isinstance(tools, list | tuple):
         raise TypeError("imp.react takes a list of tools")
-    return ReAct(as_signature(signature), tuple(tools), **options)
+    live = getattr(tools, "refreshes_tools", False)  # kept as given, so the loop reads it each step
+    return ReAct(as_signature(signature), tools if live else tuple(tools), **options)  # type: ignore[arg-type]

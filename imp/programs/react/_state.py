@@ -102,6 +102,8 @@ class Turn:
     finish_reason: str | None = None
     unexecuted: tuple[ToolCall, ...] = ()
     step: int = 0
+    overrides: dict[str, Tool] | None = None
+    """Per-call tools that replace a live list's tool of the same name (read at the first refresh)."""
 
     @property
     def finish(self) -> FinishMode:
