@@ -90,7 +90,8 @@ def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:
     )
 
 
-def _dump_react(program: ReAct, saver: Saver) -> dict[str, Any]:
+def _dump_tool_loop(program: ReAct | ReActTrajectory, saver: Saver) -> dict[str, Any]:
+    """What both tool loops save alike: the signature, tools, demos, config, adapter and policy."""
     policy = program.tool_policy
     saved_policy: Any = (
         {FUNCTION: saver.function(policy, "tool_policy")} if callable(policy) else saver.value(policy, "tool_policy")
@@ -104,15 +105,24 @@ def _dump_react(program: ReAct, saver: Saver) -> dict[str, Any]:
         "adapter": saver.adapter(program.adapter),
         "adapter_opts": saver.value(opts, "adapter_opts", drop_secrets=True, functions=True),
         "max_iters": program.max_iters,
+        "tool_policy": saved_policy,
+    }
+
+
+def _dump_react(program: ReAct, saver: Saver) -> dict[str, Any]:
+    saved = _dump_tool_loop(program, saver)
+    policy = saved.pop("tool_policy")  # kept in its place among the keys, after the loop's own
+    saved |= {
         "finish": program.finish,
         "finish_on": {name: saver.function(fn, f"finish_on[{name!r}]") for name, fn in program.finish_on.items()},
         "last_request_note": program.last_request_note,
         "last_request_tools": list(program.last_request_tools),
         "unsent_note": program.unsent_note,
         "history_replay": program.history_replay,
-        "tool_policy": saved_policy,
+        "tool_policy": policy,
         "lm": saver.lm(program.lm, "ReAct"),
     }
+    return saved
 
 
 def _dump_react_kind(program: ReAct, saver: Saver) -> dict[str, Any]:
@@ -152,22 +162,7 @@ register_program_kind(ProgramKind("react", ReAct, _dump_react_kind, _load_react)
 
 
 def _dump_react_trajectory(program: ReActTrajectory, saver: Saver) -> dict[str, Any]:
-    policy = program.tool_policy
-    saved_policy: Any = (
-        {FUNCTION: saver.function(policy, "tool_policy")} if callable(policy) else saver.value(policy, "tool_policy")
-    )
-    opts = {k: v for k, v in program.adapter_opts.items() if k != "demos"}
-    return {
-        "signature": saver.signature(program.signature),
-        "tools": [_dump_tool(t, saver) for t in program.tools],
-        "demos": [saver.value(d, f"demos[{i}]") for i, d in enumerate(program.demos)],
-        "config": saver.value(program.config, "config", drop_secrets=True),
-        "adapter": saver.adapter(program.adapter),
-        "adapter_opts": saver.value(opts, "adapter_opts", drop_secrets=True, functions=True),
-        "max_iters": program.max_iters,
-        "tool_policy": saved_policy,
-        "lm": saver.lm(program.lm, "ReActTrajectory"),
-    }
+    return _dump_tool_loop(program, saver) | {"lm": saver.lm(program.lm, "ReActTrajectory")}
 
 
 def _load_react_trajectory(data: Mapping[str, Any], loader: Loader) -> Program:
