@@ -111,7 +111,7 @@ class ChatAdapter(Adapter):
         )
 
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
-        plain = self.text_field_reply(signature, text)
+        plain = self.text_field_reply(signature, text) if "text_field" in signature.metadata else None
         if plain is not None:
             return plain
         found: dict[str, str] = {}

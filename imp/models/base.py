@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 from imp._frozen import fast_init
@@ -80,6 +81,8 @@ class LM(abc.ABC):
     provider: str = "lm"
     model: str = "unknown"
     capabilities: LMCapabilities = LMCapabilities()
+    defaults: Mapping[str, Any] = MappingProxyType({})
+    """Request options the client sends unless a request gives its own (`imp.lm(..., temperature=0.2)`)."""
 
     @abc.abstractmethod
     async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:

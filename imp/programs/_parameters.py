@@ -218,6 +218,8 @@ class TraceEntry:
 
 
 _TRACE: ContextVar[list[TraceEntry] | None] = ContextVar("imp_predictor_trace", default=None)
+open_trace = _TRACE.get
+"""The open trace, or None: the hot path asks this bound method first and calls `trace_call` only inside one."""
 
 
 def trace_call(program: Any, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> None:

@@ -55,6 +55,8 @@ class Tap:
 
 
 _tap: ContextVar[Tap | None] = ContextVar("imp_stream_tap", default=None)
+any_tap = _tap.get
+"""The innermost stream's tap, or None: the hot path asks this bound method before `current_tap`."""
 
 
 def current_tap() -> Tap | None:

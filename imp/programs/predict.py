@@ -15,8 +15,8 @@ from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, ImpError, InvalidInputError, LMError, MissingInputError
 from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
-from imp.programs._parameters import Changes, Parameters, Predictor, trace_call
-from imp.programs._stream_tap import StreamPart, current_tap, streamed_request
+from imp.programs._parameters import Changes, Parameters, Predictor, open_trace, trace_call
+from imp.programs._stream_tap import StreamPart, any_tap, current_tap, streamed_request
 from imp.programs.base import Program
 from imp.runtime.run import current_run
 from imp.runtime.trace import record_exchange
@@ -159,9 +159,9 @@ async def request(
     started = time.perf_counter()
     mark = usage_mark()
     # What was sent: the client's own default options (`imp.lm(..., temperature=0.2)`) under the request's.
-    defaults = getattr(lm, "defaults", None)
+    defaults = lm.defaults
     sent = {**defaults, **options} if defaults else options
-    tap = current_tap()
+    tap = current_tap() if any_tap() is not None else None  # a bound lookup when nothing streams
     try:
         if tap is None:
             response = await lm.request(messages, **options)
@@ -322,7 +322,8 @@ class Predict(Program):
             json_fallback=fell_back,
             lm_calls=2 if fell_back else 1,
         )
-        trace_call(self, values, fields)
+        if open_trace() is not None:  # an optimizer is tracing this run
+            trace_call(self, values, fields)
         return Prediction(fields, metadata)
 
 

@@ -66,7 +66,9 @@ def record_exchange(
     """Keep one exchange; past `history_size` (see `imp.configure`) the oldest drop out, and 0 keeps
     none. `options` is kept as given, not copied. The label is the named function program's the
     request runs under, else `program` (the sending program's kind: `Predict`, `ReAct`, ...)."""
-    recent = _buffer()
+    recent = _RECENT
+    if recent.maxlen != process_settings().history_size:  # `imp.configure(history_size=...)` changed it
+        recent = _buffer()
     if recent.maxlen:
         recent.append((time.time(), model, messages, options, response, error, _PROGRAM.get() or program))
 
