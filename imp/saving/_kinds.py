@@ -122,26 +122,29 @@ def _dump_react(program: ReAct, saver: Saver) -> dict[str, Any]:
         "tool_policy": policy,
         "lm": saver.lm(program.lm, "ReAct"),
     }
-    return saved
-
-
-def _dump_react_kind(program: ReAct, saver: Saver) -> dict[str, Any]:
-    saved = _dump_react(program, saver)
     if program.extract_instructions is not None:  # only when an optimizer rewrote them: older files stay as they were
         saved["extract_instructions"] = program.extract_instructions
     return saved
 
 
+def _load_tool_loop(data: Mapping[str, Any], loader: Loader) -> dict[str, Any]:
+    """The arguments both tool loops load alike (what `_dump_tool_loop` saved, and the LM)."""
+    return {
+        "signature": loader.signature(data["signature"]),
+        "tools": tuple(_load_tool(t, loader) for t in data.get("tools") or ()),
+        "lm": loader.lm(data.get("lm")),
+        "adapter": loader.adapter(data.get("adapter")),
+        "demos": tuple(data.get("demos") or ()),
+        "config": dict(data.get("config") or {}),
+        "adapter_opts": loader.value(dict(data.get("adapter_opts") or {}), "adapter_opts"),
+        "max_iters": int(data.get("max_iters", 20)),
+        "tool_policy": loader.value(data.get("tool_policy", "allow"), "tool_policy"),
+    }
+
+
 def _load_react(data: Mapping[str, Any], loader: Loader) -> Program:
     return ReAct(
-        signature=loader.signature(data["signature"]),
-        tools=tuple(_load_tool(t, loader) for t in data.get("tools") or ()),
-        lm=loader.lm(data.get("lm")),
-        adapter=loader.adapter(data.get("adapter")),
-        demos=tuple(data.get("demos") or ()),
-        config=dict(data.get("config") or {}),
-        adapter_opts=loader.value(dict(data.get("adapter_opts") or {}), "adapter_opts"),
-        max_iters=int(data.get("max_iters", 20)),
+        **_load_tool_loop(data, loader),
         finish=data.get("finish", "auto"),
         finish_on={
             name: loader.function(fn, f"finish_on[{name!r}]") for name, fn in (data.get("finish_on") or {}).items()
@@ -150,12 +153,11 @@ def _load_react(data: Mapping[str, Any], loader: Loader) -> Program:
         last_request_tools=tuple(data.get("last_request_tools") or ()),
         unsent_note=data.get("unsent_note"),
         history_replay=data.get("history_replay", "full"),
-        tool_policy=loader.value(data.get("tool_policy", "allow"), "tool_policy"),
         extract_instructions=data.get("extract_instructions"),
     )
 
 
-register_program_kind(ProgramKind("react", ReAct, _dump_react_kind, _load_react))
+register_program_kind(ProgramKind("react", ReAct, _dump_react, _load_react))
 
 
 # --- ReActTrajectory ---------------------------------------------------------------------------------
@@ -166,17 +168,7 @@ def _dump_react_trajectory(program: ReActTrajectory, saver: Saver) -> dict[str, 
 
 
 def _load_react_trajectory(data: Mapping[str, Any], loader: Loader) -> Program:
-    return ReActTrajectory(
-        signature=loader.signature(data["signature"]),
-        tools=tuple(_load_tool(t, loader) for t in data.get("tools") or ()),
-        lm=loader.lm(data.get("lm")),
-        adapter=loader.adapter(data.get("adapter")),
-        demos=tuple(data.get("demos") or ()),
-        config=dict(data.get("config") or {}),
-        adapter_opts=loader.value(dict(data.get("adapter_opts") or {}), "adapter_opts"),
-        max_iters=int(data.get("max_iters", 20)),
-        tool_policy=loader.value(data.get("tool_policy", "allow"), "tool_policy"),
-    )
+    return ReActTrajectory(**_load_tool_loop(data, loader))
 
 
 register_program_kind(ProgramKind("react_trajectory", ReActTrajectory, _dump_react_trajectory, _load_react_trajectory))
