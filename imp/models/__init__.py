@@ -1,4 +1,4 @@
-"""Model clients: the LM protocol, scripted LMs, and the OpenAI-compatible and Anthropic clients."""
+"""Model clients: the LM protocol, scripted LMs, and the OpenAI-compatible, OpenAI Responses and Anthropic clients."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from imp.models.anthropic import AnthropicLM
     from imp.models.cache import MemoryCache, ResponseCache, SQLiteCache
     from imp.models.openai import OpenAILM, OpenRouterLM
+    from imp.models.openai_responses import OpenAIResponsesLM
 
 __all__ = [
     "LM",
@@ -24,6 +25,7 @@ __all__ = [
     "MemoryCache",
     "Message",
     "OpenAILM",
+    "OpenAIResponsesLM",
     "OpenRouterLM",
     "Prices",
     "ResponseCache",
@@ -41,6 +43,7 @@ _LAZY = {
     "AnthropicLM": "imp.models.anthropic",
     "OpenAILM": "imp.models.openai",
     "OpenRouterLM": "imp.models.openai",
+    "OpenAIResponsesLM": "imp.models.openai_responses",
     "MemoryCache": "imp.models.cache",
     "ResponseCache": "imp.models.cache",
     "SQLiteCache": "imp.models.cache",

@@ -9,12 +9,13 @@ if TYPE_CHECKING:
 
 __all__ = ["PROVIDERS", "lm"]
 
-PROVIDERS = ("openai", "openrouter", "anthropic")
-"""Provider prefixes `imp.lm` knows; any OpenAI-compatible server is `openai` with a `base_url`."""
+PROVIDERS = ("openai", "openai-responses", "openrouter", "anthropic")
+"""Provider prefixes `imp.lm` knows; any OpenAI-compatible server is `openai` with a `base_url`
+(`openai-responses` is OpenAI's Responses API, for reasoning models that keep their reasoning)."""
 
 
 def lm(model: str, *, api_key: str | None = None, base_url: str | None = None, **defaults: Any) -> HTTPLM:
-    """A client for `"provider:model"` (`openai:gpt-5.4-mini`, `anthropic:claude-sonnet-4-6`, ...).
+    """A client for `"provider:model"` (`openai:gpt-5.4-mini`, `openai-responses:gpt-5.4-mini`, `anthropic:claude-sonnet-4-6`, ...).
 
     `api_key` defaults to the provider's environment variable; keyword arguments are client
     settings (`timeout`, `connect_timeout`, `max_retries`, `cache`, `capabilities`, `http_client`,
@@ -28,6 +29,10 @@ def lm(model: str, *, api_key: str | None = None, base_url: str | None = None, *
         from imp.models.openai import OpenAILM
 
         return OpenAILM(name, api_key=api_key, base_url=base_url, **defaults)
+    if provider == "openai-responses":
+        from imp.models.openai_responses import OpenAIResponsesLM
+
+        return OpenAIResponsesLM(name, api_key=api_key, base_url=base_url, **defaults)
     if provider == "openrouter":
         from imp.models.openai import OpenRouterLM
 

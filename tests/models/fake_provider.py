@@ -202,3 +202,136 @@ def _reset(sock: socket.socket) -> None:
         sock.close()
     except OSError:
         pass
+
+
+# -- OpenAI's Responses API (`POST /v1/responses`) ---------------------------------------------------
+# Builders for the replies a Responses API server sends: a whole `response` object, or the same
+# response as the semantic SSE events a real server streams (created, item added, deltas, item
+# done, completed), so programs run end to end on the fake provider under `openai-responses:`.
+
+
+def message_item(text: str, *, item_id: str = "msg_1") -> dict[str, Any]:
+    """An assistant `message` output item with one `output_text` part."""
+    part = {"type": "output_text", "text": text, "annotations": []}
+    return {"type": "message", "id": item_id, "status": "completed", "role": "assistant", "content": [part]}
+
+
+def function_call_item(name: str, arguments: Any, *, call_id: str, item_id: str | None = None) -> dict[str, Any]:
+    """A `function_call` output item (`arguments` is sent as its JSON string)."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {
+        "type": "function_call",
+        "id": item_id or f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": args,
+        "status": "completed",
+    }
+
+
+def reasoning_item(summary: str, *, item_id: str, encrypted: str | None = None) -> dict[str, Any]:
+    """A `reasoning` output item: its summary and (with `include`) its encrypted content."""
+    item: dict[str, Any] = {"type": "reasoning", "id": item_id, "summary": []}
+    if summary:
+        item["summary"] = [{"type": "summary_text", "text": summary}]
+    if encrypted is not None:
+        item["encrypted_content"] = encrypted
+    return item
+
+
+def responses_body(
+    *items: dict[str, Any],
+    usage: dict[str, Any] | None = None,
+    status: str = "completed",
+    incomplete: str | None = None,
+    model: str = "gpt-5.4-mini-2026-03-17",
+    response_id: str = "resp_1",
+) -> dict[str, Any]:
+    """A finished `response` object holding `items` (usage defaults to small counts)."""
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": 1767225600,
+        "status": status,
+        "error": None,
+        "incomplete_details": {"reason": incomplete} if incomplete else None,
+        "model": model,
+        "output": list(items),
+        "usage": usage
+        or {
+            "input_tokens": 20,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 25,
+        },
+        "store": False,
+    }
+
+
+def responses_events(body: dict[str, Any], *, piece: int = 4) -> list[dict[str, Any]]:
+    """The semantic events a server streams for `body`, deltas cut into `piece`-character parts."""
+    shell = {**body, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": shell},
+        {"type": "response.in_progress", "response": shell},
+    ]
+
+    def cut(text: str) -> list[str]:
+        return [text[i : i + piece] for i in range(0, len(text), piece)]
+
+    for index, item in enumerate(body["output"]):
+        base = {"output_index": index, "item_id": item.get("id")}
+        kind = item["type"]
+        if kind == "function_call":
+            events.append(
+                {"type": "response.output_item.added", "output_index": index, "item": {**item, "arguments": ""}}
+            )
+            events += [
+                {"type": "response.function_call_arguments.delta", **base, "delta": d} for d in cut(item["arguments"])
+            ]
+            events.append({"type": "response.function_call_arguments.done", **base, "arguments": item["arguments"]})
+        elif kind == "reasoning":
+            events.append(
+                {"type": "response.output_item.added", "output_index": index, "item": {**item, "summary": []}}
+            )
+            for number, part in enumerate(item.get("summary") or ()):
+                events.append({"type": "response.reasoning_summary_part.added", **base, "summary_index": number})
+                events += [
+                    {"type": "response.reasoning_summary_text.delta", **base, "summary_index": number, "delta": d}
+                    for d in cut(part["text"])
+                ]
+                events.append({"type": "response.reasoning_summary_text.done", **base, "text": part["text"]})
+        else:
+            events.append(
+                {"type": "response.output_item.added", "output_index": index, "item": {**item, "content": []}}
+            )
+            for number, part in enumerate(item.get("content") or ()):
+                if part["type"] == "output_text":
+                    events += [
+                        {"type": "response.output_text.delta", **base, "content_index": number, "delta": d}
+                        for d in cut(part["text"])
+                    ]
+                    events.append({"type": "response.output_text.done", **base, "text": part["text"]})
+                elif part["type"] == "refusal":
+                    events.append({"type": "response.refusal.delta", **base, "delta": part["refusal"]})
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    terminal = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
+    events.append({"type": terminal, "response": body})
+    for number, event in enumerate(events):
+        event["sequence_number"] = number
+    return events
+
+
+def sse_text(events: list[dict[str, Any]]) -> str:
+    """Events as an SSE body (`event:` named after each event's type, as OpenAI sends them)."""
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+
+
+def responses_reply(body: dict[str, Any], *, stream: bool = False, chunk_size: int = 29) -> Reply:
+    """A reply holding `body` whole, or streamed as its semantic events in small chunks."""
+    headers = {"x-request-id": f"req_{body['id']}"}
+    if not stream:
+        return Reply(json=body, headers={**headers, "content-type": "application/json"})
+    headers["content-type"] = "text/event-stream"
+    return Reply(body=sse_text(responses_events(body)), headers=headers, chunk_size=chunk_size)
