@@ -82,9 +82,10 @@ _VALIDATION_MESSAGE = re.compile(
 # or "json_object", but got: json_schema', a 500), llama-cpp-python's pydantic literal error ("Input
 # should be 'text' or 'json_object'", a 500), LM Studio ("'response_format.type' must be
 # 'json_schema' or 'text'"), TGI ("unknown variant `json_schema`"), vLLM and Ollama naming the field,
-# and llama.cpp's "JSON schema conversion failed" for a schema its grammar cannot express.
+# llama.cpp's "JSON schema conversion failed" for a schema its grammar cannot express, and `text.format`
+# (the Responses API's spelling of the same option, as servers that speak it name it).
 _RESPONSE_FORMAT_REFUSAL = re.compile(
-    r"response_format|input should be 'text' or 'json_object'|unknown variant `?json_(?:schema|object)"
+    r"response_format|text\.format|input should be 'text' or 'json_object'|unknown variant `?json_(?:schema|object)"
     r"|json schema conversion failed",
     re.IGNORECASE,
 )
