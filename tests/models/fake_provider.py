@@ -302,11 +302,14 @@ def responses_events(body: dict[str, Any], *, piece: int = 4) -> list[dict[str, 
                     for d in cut(part["text"])
                 ]
                 events.append({"type": "response.reasoning_summary_text.done", **base, "text": part["text"]})
+                events.append({"type": "response.reasoning_summary_part.done", **base, "part": part})
         else:
             events.append(
                 {"type": "response.output_item.added", "output_index": index, "item": {**item, "content": []}}
             )
             for number, part in enumerate(item.get("content") or ()):
+                empty = {**part, "text": ""} if part["type"] == "output_text" else {**part, "refusal": ""}
+                events.append({"type": "response.content_part.added", **base, "content_index": number, "part": empty})
                 if part["type"] == "output_text":
                     events += [
                         {"type": "response.output_text.delta", **base, "content_index": number, "delta": d}
@@ -315,6 +318,7 @@ def responses_events(body: dict[str, Any], *, piece: int = 4) -> list[dict[str, 
                     events.append({"type": "response.output_text.done", **base, "text": part["text"]})
                 elif part["type"] == "refusal":
                     events.append({"type": "response.refusal.delta", **base, "delta": part["refusal"]})
+                events.append({"type": "response.content_part.done", **base, "content_index": number, "part": part})
         events.append({"type": "response.output_item.done", "output_index": index, "item": item})
     terminal = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
     events.append({"type": terminal, "response": body})
