@@ -165,3 +165,17 @@ async def test_predict_and_chain_of_thought_run_under_every_adapter(
         assert set(cot["text"]["format"]["schema"]["properties"]) == {"reasoning", "answer"}
     else:
         assert "text" not in plain
+
+
+@pytest.mark.parametrize(
+    "adapter", [imp.ChatAdapter(), imp.JSONAdapter(), imp.XMLAdapter()], ids=["chat", "json", "xml"]
+)
+async def test_react_replays_reasoning_under_every_adapter(fake: FakeProvider, adapter: Any) -> None:
+    _turn(fake)
+    async with lm("openai-responses:gpt-5.4-mini", api_key=SECRET, base_url=fake.base_url) as client:
+        program = imp.react("question -> answer", [look], lm=client, adapter=adapter)
+        prediction = await imp.call(program, question="what is upstairs and downstairs?")
+    assert prediction.answer == "Two boxes."
+    last = fake.requests[-1].json["input"]
+    assert [i for i in last if i.get("type") == "reasoning"] == [_reasoning(1), _reasoning(2)]
+    assert _without_arguments([i for i in last if "type" in i]) == _steps(2)
