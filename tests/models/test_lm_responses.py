@@ -26,7 +26,6 @@ from imp.errors import (
 from imp.models import OpenAIResponsesLM, lm
 from imp.records import ToolCall
 
-FIX = "openai_responses/"
 HI = [{"role": "user", "content": "hi"}]
 
 
@@ -44,7 +43,7 @@ def _parsed(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _recorded(fixture: str) -> list[dict[str, Any]]:
-    return [i["request"]["body"] for i in load_fixture(FIX + fixture)["interactions"]]
+    return [i["request"]["body"] for i in load_fixture(fixture)["interactions"]]
 
 
 # -- the request ------------------------------------------------------------------------------
@@ -138,10 +137,10 @@ async def test_options_map_to_this_apis_fields(fake: FakeProvider) -> None:
 
 
 async def test_response_format_becomes_text_format(fake: FakeProvider, responses_lm: OpenAIResponsesLM) -> None:
-    (recorded,) = _recorded("structured_output.json")
+    (recorded,) = _recorded("openai_responses/structured_output.json")
     schema = recorded["text"]["format"]["schema"]
     chat_style = {"type": "json_schema", "json_schema": {"name": "outputs", "schema": schema, "strict": True}}
-    fake.add_fixture(FIX + "structured_output.json")
+    fake.add_fixture("openai_responses/structured_output.json")
     response = await responses_lm.request(recorded["input"], response_format=chat_style)
     sent = fake.requests[-1].json
     assert sent["text"] == recorded["text"] == {"format": {**chat_style["json_schema"], "type": "json_schema"}}
@@ -188,8 +187,8 @@ async def test_a_reasoning_model_takes_no_sampling_options_while_it_reasons(fake
 
 @both_backends
 async def test_recorded_tool_call_then_text(fake: FakeProvider) -> None:
-    first_req, second_req = _recorded("tool_call_then_text.json")
-    fake.add_fixture(FIX + "tool_call_then_text.json")
+    first_req, second_req = _recorded("openai_responses/tool_call_then_text.json")
+    fake.add_fixture("openai_responses/tool_call_then_text.json")
     async with lm("openai-responses:gpt-4o", api_key=SECRET, base_url=fake.base_url) as client:
         tools = first_req["tools"]
         first = await client.request(first_req["input"], tools=tools, tool_choice="auto")
@@ -219,8 +218,8 @@ async def test_recorded_tool_call_then_text(fake: FakeProvider) -> None:
 async def test_reasoning_items_are_kept_and_sent_back_before_their_call(
     fake: FakeProvider, responses_lm: OpenAIResponsesLM
 ) -> None:
-    first_req, second_req = _recorded("reasoning_tool_call_then_text.json")
-    fake.add_fixture(FIX + "reasoning_tool_call_then_text.json")
+    first_req, second_req = _recorded("openai_responses/reasoning_tool_call_then_text.json")
+    fake.add_fixture("openai_responses/reasoning_tool_call_then_text.json")
     messages = [{"role": "system", "content": first_req["instructions"]}, *first_req["input"]]
     options = {
         "tools": first_req["tools"],
@@ -231,7 +230,9 @@ async def test_reasoning_items_are_kept_and_sent_back_before_their_call(
     first = await responses_lm.request(messages, **options)
     assert fake.requests[0].json == first_req
     assert first.reasoning == "**Checking the weather**\n\nThe user wants Paris; I will call get_weather."
-    output = load_fixture(FIX + "reasoning_tool_call_then_text.json")["interactions"][0]["response"]["json"]["output"]
+    output = load_fixture("openai_responses/reasoning_tool_call_then_text.json")["interactions"][0]["response"]["json"][
+        "output"
+    ]
     assert first.reasoning_data == [
         output[0],
         {"type": "function_call", "call_id": output[1]["call_id"], "id": output[1]["id"]},
@@ -292,15 +293,15 @@ async def test_a_reasoning_item_whose_following_item_was_left_out_is_not_sent(
 async def test_a_cut_answer_is_length_and_a_filtered_one_is_refused(
     fake: FakeProvider, responses_lm: OpenAIResponsesLM
 ) -> None:
-    fake.add_fixture(FIX + "incomplete_max_output_tokens.json")
+    fake.add_fixture("openai_responses/incomplete_max_output_tokens.json")
     cut = await responses_lm.request(HI, max_tokens=16)
     assert cut.finish_reason == "length" and cut.text == "Once upon a"
     assert fake.requests[-1].json["max_output_tokens"] == 16
     for fixture, words in [
-        ("incomplete_content_filter.json", "content filter"),
-        ("refusal.json", "I can't help with that"),
+        ("openai_responses/incomplete_content_filter.json", "content filter"),
+        ("openai_responses/refusal.json", "I can't help with that"),
     ]:
-        fake.add_fixture(FIX + fixture)
+        fake.add_fixture(fixture)
         with pytest.raises(ContentFiltered, match=words) as caught:
             await responses_lm.request(HI)
         assert caught.value.code == "content_filter" and caught.value.request_id == "req_1"
@@ -318,14 +319,14 @@ async def test_a_failed_response_in_a_200_is_an_error(fake: FakeProvider, respon
 
 
 ERRORS: list[tuple[str, type[LMError], str | None]] = [
-    ("error_400_decimal_below_min_value.json", BadRequest, "decimal_below_min_value"),
-    ("error_400_unsupported_parameter.json", BadRequest, "unsupported_parameter"),
-    ("error_400_context_length_exceeded.json", ContextWindowExceeded, "context_length_exceeded"),
-    ("error_400_reasoning_without_following_item.json", BadRequest, "invalid_request_error"),
-    ("error_401_invalid_api_key.json", AuthenticationError, "invalid_api_key"),
-    ("error_429_rate_limit_exceeded.json", RateLimited, "rate_limit_exceeded"),
-    ("error_429_insufficient_quota.json", QuotaExceeded, "insufficient_quota"),
-    ("error_500_server_error.json", ProviderUnavailable, "server_error"),
+    ("openai_responses/error_400_decimal_below_min_value.json", BadRequest, "decimal_below_min_value"),
+    ("openai_responses/error_400_unsupported_parameter.json", BadRequest, "unsupported_parameter"),
+    ("openai_responses/error_400_context_length_exceeded.json", ContextWindowExceeded, "context_length_exceeded"),
+    ("openai_responses/error_400_reasoning_without_following_item.json", BadRequest, "invalid_request_error"),
+    ("openai_responses/error_401_invalid_api_key.json", AuthenticationError, "invalid_api_key"),
+    ("openai_responses/error_429_rate_limit_exceeded.json", RateLimited, "rate_limit_exceeded"),
+    ("openai_responses/error_429_insufficient_quota.json", QuotaExceeded, "insufficient_quota"),
+    ("openai_responses/error_500_server_error.json", ProviderUnavailable, "server_error"),
 ]
 
 
@@ -333,15 +334,15 @@ ERRORS: list[tuple[str, type[LMError], str | None]] = [
 async def test_error_bodies_are_classified_as_for_chat_completions(
     fake: FakeProvider, fixture: str, kind: type[LMError], code: str | None
 ) -> None:
-    interaction = load_fixture(FIX + fixture)["interactions"][0]
+    interaction = load_fixture(fixture)["interactions"][0]
     status = interaction["response"]["status"]
     body = interaction["response"]["json"]
     retried = kind in (RateLimited, ProviderUnavailable)
     for client_model in ("openai-responses:gpt-5.4-mini", "openai:gpt-5.4-mini"):
-        fake.add_fixture(FIX + fixture)
+        fake.add_fixture(fixture)
         if retried:
-            fake.add_fixture(FIX + fixture)
-            fake.add_fixture(FIX + fixture)
+            fake.add_fixture(fixture)
+            fake.add_fixture(fixture)
         before = len(fake.requests)
         async with lm(client_model, api_key=SECRET, base_url=fake.base_url, retry_policy=FAST_RETRIES) as client:
             with pytest.raises(LMError) as caught:
@@ -356,7 +357,7 @@ async def test_error_bodies_are_classified_as_for_chat_completions(
 
 
 async def test_the_retry_hint_of_a_rate_limit_is_read(fake: FakeProvider, responses_lm: OpenAIResponsesLM) -> None:
-    fake.add_fixture(FIX + "error_429_rate_limit_exceeded.json")
+    fake.add_fixture("openai_responses/error_429_rate_limit_exceeded.json")
     with pytest.raises(RateLimited) as caught:
         await responses_lm.request(HI, max_retries=0)
     assert caught.value.retry_after == pytest.approx(0.12)

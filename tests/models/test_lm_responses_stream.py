@@ -27,7 +27,6 @@ from imp.errors import ContentFiltered, LMError, ProviderUnavailable, StreamBrok
 from imp.models import lm
 from imp.models.base import LMResponse, StreamEvent
 
-FIX = "openai_responses/"
 HI = [{"role": "user", "content": "hi"}]
 USAGE = {
     "input_tokens": 300,
@@ -105,7 +104,7 @@ async def test_a_streamed_response_is_the_same_response_as_a_whole_one(fake: Fak
 
 @both_backends
 async def test_the_recorded_reasoning_stream_and_its_replay(fake: FakeProvider) -> None:
-    fixture = FIX + "stream_reasoning_tool_call_then_text.json"
+    fixture = "openai_responses/stream_reasoning_tool_call_then_text.json"
     first_req, second_req = [i["request"]["body"] for i in load_fixture(fixture)["interactions"]]
     fake.add_fixture(fixture)
     options = {
@@ -143,7 +142,7 @@ async def test_the_recorded_reasoning_stream_and_its_replay(fake: FakeProvider) 
 
 
 async def test_cached_tokens_in_a_streamed_usage(fake: FakeProvider) -> None:
-    fake.add_fixture(FIX + "stream_text_cached_tokens.json")
+    fake.add_fixture("openai_responses/stream_text_cached_tokens.json")
     async with _client(fake) as client:
         events = await _collect(client)
     final = events[-1].response
@@ -153,7 +152,7 @@ async def test_cached_tokens_in_a_streamed_usage(fake: FakeProvider) -> None:
 
 @both_backends
 async def test_a_stream_that_fails_before_content_is_retried(fake: FakeProvider) -> None:
-    fake.add_fixture(FIX + "stream_failed.json")
+    fake.add_fixture("openai_responses/stream_failed.json")
     fake.add(responses_reply(BODIES["text"], stream=True))
     async with _client(fake) as client:
         events = await _collect(client)
@@ -163,7 +162,7 @@ async def test_a_stream_that_fails_before_content_is_retried(fake: FakeProvider)
 
 async def test_a_stream_that_keeps_failing_raises_the_providers_error(fake: FakeProvider) -> None:
     for _ in range(3):
-        fake.add_fixture(FIX + "stream_failed.json")
+        fake.add_fixture("openai_responses/stream_failed.json")
     async with _client(fake) as client:
         with pytest.raises(ProviderUnavailable, match="invalid content") as caught:
             await _collect(client)
@@ -172,7 +171,7 @@ async def test_a_stream_that_keeps_failing_raises_the_providers_error(fake: Fake
 
 
 async def test_an_error_event_after_content_is_raised_never_restarted(fake: FakeProvider) -> None:
-    fake.add_fixture(FIX + "stream_error_event_mid_stream.json")
+    fake.add_fixture("openai_responses/stream_error_event_mid_stream.json")
     seen: list[StreamEvent] = []
     async with _client(fake) as client:
         with pytest.raises(LMError) as caught:
