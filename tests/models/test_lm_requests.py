@@ -208,7 +208,7 @@ def test_every_fixture_is_exercised() -> None:
     here = Path(__file__).parent
     sources = "".join(p.read_text() for p in here.glob("test_*.py"))
     fixtures = sorted((here / "fixtures" / "providers").glob("*/*.*"))
-    assert len(fixtures) == 38
+    assert len(fixtures) == 56
     unused = [f"{p.parent.name}/{p.name}" for p in fixtures if f"{p.parent.name}/{p.name}" not in sources]
     assert unused == []
 
