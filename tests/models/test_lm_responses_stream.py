@@ -23,7 +23,14 @@ from imp_backends import both_backends
 from lm_constants import FAST_RETRIES, SECRET
 
 import imp
-from imp.errors import ContentFiltered, LMError, ProviderUnavailable, StreamBroken
+from imp.errors import (
+    ContentFiltered,
+    ContextWindowExceeded,
+    LMError,
+    ProviderUnavailable,
+    QuotaExceeded,
+    StreamBroken,
+)
 from imp.models import lm
 from imp.models.base import LMResponse, StreamEvent
 
@@ -217,3 +224,28 @@ async def test_a_program_streams_its_fields_through_imp_stream(fake: FakeProvide
     assert fields == "Paris, of course."
     assert "".join(p.delta for p in parts if p.kind == "reasoning") == "Easy."
     assert parts[-1].kind == "final" and parts[-1].prediction.answer == "Paris, of course."
+
+
+FAILED_CODES: list[tuple[str, type[LMError], int]] = [
+    ("server_error", ProviderUnavailable, 3),
+    ("rate_limit_exceeded", ProviderUnavailable, 3),
+    ("context_length_exceeded", ContextWindowExceeded, 1),
+    ("insufficient_quota", QuotaExceeded, 1),
+]
+
+
+@pytest.mark.parametrize(("code", "kind", "sent"), FAILED_CODES)
+async def test_a_failed_responses_error_is_classified_by_its_code(
+    fake: FakeProvider, code: str, kind: type[LMError], sent: int
+) -> None:
+    shell = {**responses_body(), "status": "in_progress", "output": []}
+    failed = {**shell, "status": "failed", "error": {"code": code, "message": f"it failed: {code}"}}
+    events = [{"type": "response.created", "response": shell}, {"type": "response.failed", "response": failed}]
+    for _ in range(3):
+        fake.add(Reply(body=sse_text(events), headers={"content-type": "text/event-stream"}, chunk_size=40))
+    async with _client(fake) as client:
+        with pytest.raises(LMError) as caught:
+            await _collect(client)
+    assert type(caught.value) is kind and caught.value.code == code and caught.value.status is None
+    assert len(fake.requests) == sent  # what may pass on a new request is retried, the rest raised at once
+    assert caught.value.body["response"]["status"] == "failed"
