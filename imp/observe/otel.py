@@ -37,7 +37,13 @@ _REQUEST_OPTIONS = {
     "frequency_penalty": "gen_ai.request.frequency_penalty",
     "presence_penalty": "gen_ai.request.presence_penalty",
 }
-_PROVIDERS = {"gemini": "gcp.gemini", "mistral": "mistral_ai", "xai": "x_ai", "bedrock": "aws.bedrock"}
+_PROVIDERS = {
+    "openai-responses": "openai",
+    "gemini": "gcp.gemini",
+    "mistral": "mistral_ai",
+    "xai": "x_ai",
+    "bedrock": "aws.bedrock",
+}
 """imp's provider names where the conventions spell them otherwise; the rest are the same word."""
 
 

@@ -364,3 +364,19 @@ def test_the_clients_own_default_options_are_reported_under_the_requests(exporte
     attrs = dict(chat.attributes or {})
     assert attrs["gen_ai.request.temperature"] == 0.3  # the client's default
     assert attrs["gen_ai.request.max_tokens"] == 32  # the program's config wins over it
+
+
+@pytest.mark.parametrize(
+    ("provider", "expected"), [("openai-responses", "openai"), ("openai", "openai"), ("gemini", "gcp.gemini")]
+)
+def test_the_provider_name_follows_the_conventions(
+    exporter: InMemorySpanExporter, provider: str, expected: str
+) -> None:
+    class Named(imp.StaticLM):
+        pass
+
+    Named.provider = provider  # type: ignore[misc]
+    qa = imp.predict("question -> answer", lm=Named(lambda messages, options: {"answer": "a"}))
+    imp.call_sync(qa, question="q")
+    chat = next(s for s in exporter.get_finished_spans() if s.name.startswith("chat"))
+    assert dict(chat.attributes or {})["gen_ai.provider.name"] == expected
