@@ -109,10 +109,11 @@ class GEPA(Optimizer):
         self.optimize_tool_descriptions = optimize_tool_descriptions
         self.concurrency, self.failure_score, self.seed = concurrency, failure_score, seed
         self.proposals_at_once = (
-            max(1, concurrency // reflection_minibatch_size) if proposals_at_once is None else proposals_at_once
+            max(1, 2 * concurrency // reflection_minibatch_size) if proposals_at_once is None else proposals_at_once
         )
-        """How many proposals a round starts at once (by default as many as keep the concurrency limit busy
-        with their minibatches); 1 runs gepa's loop one iteration at a time."""
+        """How many proposals a round starts at once; 1 runs gepa's loop one iteration at a time. By default
+        twice as many as the concurrency limit holds minibatches: a proposal waits on its reflection a third of
+        its time, and a round lasts as long as its slowest proposal."""
         self._budget: int | None = None
 
     def metric_budget(self, n_train: int, n_val: int) -> int:
@@ -218,7 +219,7 @@ class GEPA(Optimizer):
                     self.log_dir,
                     state.checkpoint(self.seed, sizes, result, budget.metric_calls, budget.reflection_usage),
                 )
-            plans = self._plan(state, result, names, len(train))
+            plans = self._plan(state, result, names, len(train), runner.budget.left(), len(val))
             if isinstance(plans, str):
                 result.stop_reason = plans
                 return
@@ -302,7 +303,13 @@ class GEPA(Optimizer):
         return slots
 
     def _plan(
-        self, state: State, result: OptimizationResult, names: list[str], n_train: int
+        self,
+        state: State,
+        result: OptimizationResult,
+        names: list[str],
+        n_train: int,
+        left: int | None = None,
+        n_val: int = 0,
     ) -> list[Plan] | StopReason:
         """Draw every random choice of the next round, in order, before any of it runs."""
         plans: list[Plan] = []
@@ -331,6 +338,8 @@ class GEPA(Optimizer):
             slots = self._slots(state)
             if slots <= 0 and not plans:
                 return "reflection_budget" if self._reflection_spent(state) else "no_improvement"
+            if left is not None:  # as many as leave room for one accepted child's valset after their minibatches
+                slots = min(slots, max(1, (left - n_val) // (2 * self.minibatch)))
             scores = [c.score for c in result.candidates]
             taken: dict[int, int] = {}
             for _ in range(min(slots, self.proposals_at_once - len(plans))):

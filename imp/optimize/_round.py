@@ -71,8 +71,9 @@ class Outcome:
 
 
 class Ledger:
-    """The metric calls a round may spend: each proposal reserves what it could spend, in order; a proposal that
-    needs more waits for the earlier ones to finish and takes what they left, so the shares never depend on timing."""
+    """The metric calls a round may spend: each proposal reserves, in order, what it spends on minibatches; one
+    that needs more (an accepted child's valset) waits for the earlier ones to finish and takes what they left.
+    So every share is decided by the plan order, never by which call returned first."""
 
     def __init__(self, left: int | None, wants: Sequence[int]) -> None:
         self.left = left
@@ -144,10 +145,10 @@ class Proposals:
         return None if out.stop is not None else rows
 
 
-def _want(plan: Plan, minibatch: int, n_val: int) -> int:
-    if isinstance(plan, Merge):
-        return len(plan.subsample) + n_val
-    return 2 * minibatch + n_val
+def _want(plan: Plan, minibatch: int) -> int:
+    # Only the minibatches: reserving the valset too would leave the last proposals of a round nearly nothing
+    # once the budget runs low, and an accepted child (the rare case) can wait for the earlier proposals.
+    return len(plan.subsample) if isinstance(plan, Merge) else 2 * minibatch
 
 
 async def _reflect(ctx: Proposals, ledger: Ledger, slot: int, out: Outcome, plan: Reflect) -> None:
@@ -163,8 +164,9 @@ async def _reflect(ctx: Proposals, ledger: Ledger, slot: int, out: Outcome, plan
     current = dict(parent.instructions)
     messages = reflection_messages(parent.program.parameters(), plan.predictor, current[plan.predictor], before)
     out.reflected = True
-    async with ctx.runner.limiter:  # a reflection is one more call in flight under the optimization's limit
-        response = await ctx.reflection_lm.request(messages)
+    # Not under the evaluations' limit (as DSPy's num_threads): a round has at most one reflection per proposal
+    # in flight, and the reflection LM is most often another model, with limits of its own.
+    response = await ctx.reflection_lm.request(messages)
     out.reflection_usage = response.usage
     ctx.runner.budget.reflection_usage = ctx.runner.budget.reflection_usage + response.usage
     out.log = f"iteration {plan.iteration}: parent {plan.parent}, rewrote {plan.predictor!r}"
@@ -235,7 +237,7 @@ async def _run(ctx: Proposals, ledger: Ledger, slot: int, out: Outcome, scope: a
 
 async def run_round(ctx: Proposals, plans: Sequence[Plan], left: int | None, minibatch: int) -> list[Outcome]:
     """Run the plans at once; their outcomes in plan order (`cancelled` for those a deadline cut short)."""
-    ledger = Ledger(left, [_want(p, minibatch, len(ctx.val)) for p in plans])
+    ledger = Ledger(left, [_want(p, minibatch) for p in plans])
     ctx.decided = [anyio.Event() for _ in plans]
     ctx.accepted = [None] * len(plans)
     outcomes = [Outcome(p) for p in plans]
