@@ -25,6 +25,7 @@ from imp.optimize._scoring import Budget, Runner
 from imp.optimize._state import State
 from imp.prediction import Example
 from imp.programs.base import Program
+from imp.runtime.deadline import time_left
 
 __all__ = ["GEPA", "AutoBudget"]
 
@@ -338,8 +339,12 @@ class GEPA(Optimizer):
             slots = self._slots(state)
             if slots <= 0 and not plans:
                 return "reflection_budget" if self._reflection_spent(state) else "no_improvement"
-            if left is not None:  # as many as leave room for one accepted child's valset after their minibatches
-                slots = min(slots, max(1, (left - n_val) // (2 * self.minibatch)))
+            if left is not None:
+                # As many as leave room for one accepted child's valset after their minibatches (the earlier
+                # proposals' children come first); once there is no such room, as many as the minibatches fit.
+                pair = 2 * self.minibatch
+                room = (left - n_val) // pair
+                slots = min(slots, max(1, room if room > 0 else left // pair))
             scores = [c.score for c in result.candidates]
             taken: dict[int, int] = {}
             for _ in range(min(slots, self.proposals_at_once - len(plans))):
@@ -367,7 +372,9 @@ class GEPA(Optimizer):
                 assert out.error is not None
                 raise out.error
             if out.ending == "cancelled":  # the round was cut short: what came before it is kept
-                return next((o.stop for o in outcomes if o.ending == "stopped" and o.stop != "budget"), "timeout")
+                left = time_left()
+                cut: StopReason = "deadline" if left is not None and left <= 0 else "timeout"
+                return next((o.stop for o in outcomes if o.ending == "stopped" and o.stop != "budget"), cut)
             if out.log is not None:
                 result.log.append(out.log)
             plan = out.plan

@@ -4,6 +4,7 @@ round finds does not depend on which call returns first."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -241,9 +242,13 @@ async def run_round(ctx: Proposals, plans: Sequence[Plan], left: int | None, min
     ctx.decided = [anyio.Event() for _ in plans]
     ctx.accepted = [None] * len(plans)
     outcomes = [Outcome(p) for p in plans]
-    async with anyio.create_task_group() as group:
-        for slot, out in enumerate(outcomes):
-            group.start_soon(_run, ctx, ledger, slot, out, group.cancel_scope)
+    until = time_left()
+    # At an `imp.deadline` the round's calls stop themselves (its backstop, a moment later, would cancel the
+    # whole optimization instead of leaving it the best so far).
+    with anyio.move_on_after(math.inf if until is None else until):
+        async with anyio.create_task_group() as group:
+            for slot, out in enumerate(outcomes):
+                group.start_soon(_run, ctx, ledger, slot, out, group.cancel_scope)
     for slot, out in enumerate(outcomes):
         out.calls_through = ledger.calls_through(slot)
     return outcomes
