@@ -20,7 +20,7 @@ from imp.optimize._scoring import Row, Runner
 from imp.prediction import Example
 from imp.programs.base import Program
 from imp.records import NO_USAGE, Usage
-from imp.runtime.deadline import time_left
+from imp.runtime.deadline import self_ending, time_left
 
 __all__ = ["Ledger", "Merge", "Outcome", "Plan", "Proposals", "Reflect", "run_round"]
 
@@ -243,9 +243,9 @@ async def run_round(ctx: Proposals, plans: Sequence[Plan], left: int | None, min
     ctx.accepted = [None] * len(plans)
     outcomes = [Outcome(p) for p in plans]
     until = time_left()
-    # At an `imp.deadline` the round's calls stop themselves (its backstop, a moment later, would cancel the
-    # whole optimization instead of leaving it the best so far).
-    with anyio.move_on_after(math.inf if until is None else until):
+    # At an `imp.deadline` the round stops its own calls, and the deadline's backstop waits for it: cancelling
+    # the whole optimization would lose the best program so far.
+    with self_ending(), anyio.move_on_after(math.inf if until is None else until):
         async with anyio.create_task_group() as group:
             for slot, out in enumerate(outcomes):
                 group.start_soon(_run, ctx, ledger, slot, out, group.cancel_scope)

@@ -366,8 +366,9 @@ class FunctionProgram(Program):
             options["demos"] = inner.demos
         if hasattr(inner, "tools"):
             options["tools"] = inner.tools
-        if getattr(inner, "extract_instructions", None) is not None:  # a rewritten extractor outlives `using`
-            options["extract_instructions"] = inner.extract_instructions
+        extract = getattr(inner, "extract_instructions", None)
+        if extract is not None:  # a rewritten extractor outlives `using`
+            options["extract_instructions"] = extract
         return replace(self, signature=inner.signature, program=inner, options=options)
 
     # --- running -------------------------------------------------------------------------

@@ -24,39 +24,39 @@ class Steps(imp.Program):
         return await step.acall({"word": inputs["word"]})
 
 
-def _handler(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+def steps_handler(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
     system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
     word = re.findall(r"\[\[ ## word ## \]\]\n(\S+)", str(messages[-1]["content"]))[-1]
     word = word.upper() if "UPPER" in system else word
     return {"answer": word + "!" if "BANG" in system else word}
 
 
-def _metric(example: imp.Example, prediction: imp.Prediction) -> imp.Score:
+def exact_metric(example: imp.Example, prediction: imp.Prediction) -> imp.Score:
     right = prediction.answer == example.answer
     return imp.Score(float(right), feedback=None if right else "wrong")
 
 
-def _partial(example: imp.Example, prediction: imp.Prediction) -> imp.Score:
+def partial_metric(example: imp.Example, prediction: imp.Prediction) -> imp.Score:
     got = str(prediction.answer or "")
     value = sum(a == b for a, b in zip(got, example.answer, strict=False)) / len(example.answer)
     return imp.Score(value, feedback=None if value == 1 else "wrong")
 
 
-def _proposal(n: int, messages: list[Any]) -> imp.LMResponse:
+def proposal(n: int, messages: list[Any]) -> imp.LMResponse:
     shown = str(messages[-1]["content"]).split("```")[1]
     text = f"{'BANG' if 'Two' in shown or 'BANG' in shown else 'UPPER'} {n % 5}"
     return imp.LMResponse(text=f"```\n{text}\n```", usage=imp.Usage(input_tokens=7, output_tokens=n % 4))
 
 
-def _reflection() -> imp.StaticLM:
+def ordered_reflection() -> imp.StaticLM:
     """A reflection LM whose proposals follow the order of the requests (as the sequential loop makes them)."""
     counter = iter(range(100_000))
-    return imp.StaticLM(lambda messages, options: _proposal(next(counter), messages))
+    return imp.StaticLM(lambda messages, options: proposal(next(counter), messages))
 
 
 def keyed_reflection(messages: list[Any], options: dict[str, Any]) -> imp.LMResponse:
     """A reflection whose proposal depends on the request alone, not on when it comes."""
-    return _proposal(zlib.crc32(str(messages[-1]["content"]).encode()), messages)
+    return proposal(zlib.crc32(str(messages[-1]["content"]).encode()), messages)
 
 
 def data() -> list[imp.Example]:
@@ -86,8 +86,8 @@ async def run(scenario: dict[str, Any], **options: Any) -> dict[str, Any]:
     """One scenario's run, as JSON-safe data: every candidate, the log, the counters."""
     extra = {k: v for k, v in scenario.items() if k not in ("budget", "seed", "partial")}
     optimizer = GEPA(
-        _partial if scenario["partial"] else _metric,
-        reflection_lm=_reflection(),
+        partial_metric if scenario["partial"] else exact_metric,
+        reflection_lm=ordered_reflection(),
         max_metric_calls=scenario["budget"],
         seed=scenario["seed"],
         progress=False,
@@ -95,7 +95,7 @@ async def run(scenario: dict[str, Any], **options: Any) -> dict[str, Any]:
         **extra,
         **options,
     )
-    program = Steps(imp.StaticLM(_handler)).with_parameters(
+    program = Steps(imp.StaticLM(steps_handler)).with_parameters(
         instructions={"first.predict": "One.", "second.predict": "Two."}
     )
     examples = data()

@@ -83,17 +83,17 @@ async def test_budgets_are_exact_ceilings_counted_at_the_metric(at_once: int, bu
     def counted(example: imp.Example, prediction: imp.Prediction) -> imp.Score:
         nonlocal calls
         calls += 1
-        return scenarios._partial(example, prediction)
+        return scenarios.partial_metric(example, prediction)
 
     optimizer = GEPA(
         counted,
-        reflection_lm=scenarios._reflection(),
+        reflection_lm=scenarios.ordered_reflection(),
         max_metric_calls=budget,
         proposals_at_once=at_once,
         progress=False,
         seed=at_once,
     )
-    program = scenarios.Steps(_jittered(scenarios._handler, random.Random())).with_parameters(
+    program = scenarios.Steps(_jittered(scenarios.steps_handler, random.Random())).with_parameters(
         instructions={"first.predict": "One.", "second.predict": "Two."}
     )
     data = scenarios.data()
@@ -108,7 +108,7 @@ async def test_the_same_seed_gives_the_same_run_with_several_at_once_and_random_
     runs = []
     for _ in range(3):
         optimizer = GEPA(
-            scenarios._partial,
+            scenarios.partial_metric,
             reflection_lm=_jittered(scenarios.keyed_reflection, random.Random()),
             max_metric_calls=250,
             proposals_at_once=4,
@@ -116,7 +116,7 @@ async def test_the_same_seed_gives_the_same_run_with_several_at_once_and_random_
             progress=False,
             concurrency=5,
         )
-        program = scenarios.Steps(_jittered(scenarios._handler, random.Random())).with_parameters(
+        program = scenarios.Steps(_jittered(scenarios.steps_handler, random.Random())).with_parameters(
             instructions={"first.predict": "One.", "second.predict": "Two."}
         )
         data = scenarios.data()
@@ -140,9 +140,13 @@ async def test_the_same_seed_gives_the_same_run_with_several_at_once_and_random_
 
 async def test_the_report_lists_every_candidate_with_its_parents_and_scores_per_example() -> None:
     optimizer = GEPA(
-        scenarios._metric, reflection_lm=scenarios._reflection(), max_metric_calls=400, proposals_at_once=4, seed=1
+        scenarios.exact_metric,
+        reflection_lm=scenarios.ordered_reflection(),
+        max_metric_calls=400,
+        proposals_at_once=4,
+        seed=1,
     )
-    program = scenarios.Steps(imp.StaticLM(scenarios._handler)).with_parameters(
+    program = scenarios.Steps(imp.StaticLM(scenarios.steps_handler)).with_parameters(
         instructions={"first.predict": "One.", "second.predict": "Two."}
     )
     data = scenarios.data()
@@ -176,54 +180,35 @@ async def test_an_identical_child_accepted_twice_in_a_round_is_scored_once() -> 
 @both_backends
 async def test_a_deadline_in_the_middle_of_a_round_returns_the_best_so_far_and_leaves_nothing_running() -> None:
     in_flight = [0]
+    calls = [0]
+    round_one = 4 + 4 * (3 + 3) + 4  # the seed's valset; four proposals' two minibatches; one child's valset
 
-    async def slow_student(messages: list[Any], options: dict[str, Any]) -> Any:
+    async def student_lm(messages: list[Any], options: dict[str, Any]) -> Any:
+        calls[0] += 1
         in_flight[0] += 1
         try:
-            await anyio.sleep(0.03)
+            # the seed and round one answer at once; round two's calls hang until the deadline cuts them
+            await anyio.sleep(0 if calls[0] <= round_one else 30)
             return student_handler(messages, options)
         finally:
             in_flight[0] -= 1
 
-    reflect = _reflection_handler()
-
-    async def slow_reflection(messages: list[Any], options: dict[str, Any]) -> Any:
-        in_flight[0] += 1
-        try:
-            await anyio.sleep(0.03)
-            return reflect(messages, options)
-        finally:
-            in_flight[0] -= 1
-
-    program = imp.predict("word -> answer", lm=imp.StaticLM(slow_student))
-    # the seed (1 step), then round one (minibatch, reflection, child minibatch, valset: 4 steps), and the
-    # timeout falls inside round two
-    optimizer = GEPA(
-        metric,
-        reflection_lm=imp.StaticLM(slow_reflection),
-        max_metric_calls=10_000,
-        proposals_at_once=4,
-        timeout=0.3,
-        progress=False,
-        skip_perfect_score=False,
-    )
+    program = imp.predict("word -> answer", lm=imp.StaticLM(student_lm))
+    options: dict[str, Any] = {"max_metric_calls": 10_000, "proposals_at_once": 4, "progress": False}
+    optimizer = GEPA(metric, reflection_lm=imp.StaticLM(_reflection_handler()), timeout=1.0, **options)
     made = await optimizer.compile(program, trainset=examples()[:6], valset=examples()[6:])
     assert in_flight == [0]
     result = optimizer.result
     assert result is not None and result.stop_reason == "timeout"
     assert made.signature.instructions == RULE and result.best_score == 1.0
-    assert result.metric_calls > 4 + 4 * (3 + 3) + 4  # round two had started
+    assert result.metric_calls > round_one and calls[0] > round_one  # round two had started
 
-    with imp.deadline(0.3):
-        made = await GEPA(
-            metric,
-            reflection_lm=imp.StaticLM(slow_reflection),
-            max_metric_calls=10_000,
-            proposals_at_once=4,
-            progress=False,
-            skip_perfect_score=False,
-        ).compile(program, trainset=examples()[:6], valset=examples()[6:])
-    assert in_flight == [0] and made.signature.instructions == RULE
+    calls[0] = 0
+    with imp.deadline(1.0):
+        again = GEPA(metric, reflection_lm=imp.StaticLM(_reflection_handler()), **options)
+        made = await again.compile(program, trainset=examples()[:6], valset=examples()[6:])
+    assert in_flight == [0] and made.signature.instructions == RULE and calls[0] > round_one
+    assert again.result is not None and again.result.stop_reason == "deadline"
 
 
 def test_proposals_at_once_is_checked_and_defaults_from_the_concurrency() -> None:
@@ -233,3 +218,27 @@ def test_proposals_at_once_is_checked_and_defaults_from_the_concurrency() -> Non
     assert default.proposals_at_once == 2 * 16 // 3
     small = GEPA(metric, reflection_lm=imp.StaticLM(_reflection_handler()), auto="light", concurrency=1)
     assert small.proposals_at_once == 1
+
+
+async def test_every_proposal_of_a_round_shares_the_one_concurrency_limit() -> None:
+    in_flight = peak = 0
+
+    async def counted(messages: list[Any], options: dict[str, Any]) -> Any:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await anyio.sleep(0.005)
+        in_flight -= 1
+        return student_handler(messages, options)
+
+    optimizer = GEPA(
+        metric,
+        reflection_lm=imp.StaticLM(_reflection_handler()),
+        max_metric_calls=80,
+        proposals_at_once=5,
+        concurrency=3,
+        progress=False,
+        skip_perfect_score=False,
+    )
+    await optimizer.compile(imp.predict("word -> answer", lm=imp.StaticLM(counted)), trainset=examples()[:6])
+    assert peak == 3  # five proposals' minibatches at once, never more than three calls in flight
