@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -156,3 +157,15 @@ def test_a_function_program_with_tools_keeps_a_rewritten_extractor_instruction()
     for again in [made.using(lm=imp.StaticLM(_answer)), saved_and_loaded(made), made.with_demos([])]:
         assert again.parameters()["extract"].instructions == "Read the history, then answer."
     assert ask_with_tools.parameters()["extract"].instructions != "Read the history, then answer."
+
+
+def test_the_trajectory_loop_takes_another_lm_and_new_demos_and_refuses_what_is_not_demos() -> None:
+    loop = imp.react_trajectory("question -> answer", [look], lm=LM)
+    other = imp.StaticLM(_answer)
+    assert loop.with_lm(other).lm is other and loop.with_lm(other).step.lm is other
+    shown = loop.with_demos([{"question": "q", "answer": "a"}])
+    assert [dict(d) for d in shown.extract.demos] == [{"question": "q", "answer": "a"}]
+    with pytest.raises(TypeError, match="demos are a list"):
+        loop.with_demos("q -> a")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"demos\[0\]"):
+        loop.with_demos(["q"])  # type: ignore[list-item]
