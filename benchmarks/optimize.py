@@ -5,6 +5,7 @@ reflection LM that says so once the metric's feedback names it. Both sleep 50 ms
 
     .venv/bin/python benchmarks/optimize.py                 # GEPA at 300 metric calls, BootstrapFewShot over 200
     .venv/bin/python benchmarks/optimize.py --calls 100     # a smaller GEPA budget
+    .venv/bin/python benchmarks/optimize.py --at-once 1     # GEPA one proposal at a time (gepa's loop)
     .venv-bench/bin/python benchmarks/optimize.py           # beside dspy.GEPA and dspy.BootstrapFewShot
 
 With DSPy installed (`make bench` builds `.venv-bench`), the same task runs through `dspy.GEPA`
@@ -54,13 +55,14 @@ def _data(n: int, tag: str) -> list[imp.Example]:
     return [imp.Example(word=f"w{i}{tag}", answer=f"W{i}{tag}".upper()).with_inputs("word") for i in range(n)]
 
 
-async def main(calls: int, bootstrap: int, concurrency: int) -> None:
+async def main(calls: int, bootstrap: int, concurrency: int, at_once: int | None = None) -> None:
     program = imp.predict("word -> answer", lm=imp.StaticLM(_student))
     gepa = imp.GEPA(
         _metric,
         reflection_lm=imp.StaticLM(_reflect),
         max_metric_calls=calls,
         concurrency=concurrency,
+        proposals_at_once=at_once,
         skip_perfect_score=False,
         progress=False,
     )
@@ -70,7 +72,8 @@ async def main(calls: int, bootstrap: int, concurrency: int) -> None:
     took = time.perf_counter() - started
     print(
         f"imp GEPA              {took:6.2f} s  {gepa.result.metric_calls} metric calls "
-        f"(budget {calls}), best {gepa.result.best_score:.2f}, {len(gepa.result.candidates)} candidates"
+        f"(budget {calls}), best {gepa.result.best_score:.2f}, {len(gepa.result.candidates)} candidates, "
+        f"{gepa.result.iterations} iterations, {gepa.proposals_at_once} proposals at once"
     )
     boot = imp.BootstrapFewShot(_metric, concurrency=concurrency)
     started = time.perf_counter()
@@ -152,6 +155,7 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--at-once", type=int, default=None, help="GEPA's proposals_at_once (default: GEPA's)")
     args = parser.parse_args()
-    anyio.run(main, args.calls, args.bootstrap, args.concurrency)
+    anyio.run(main, args.calls, args.bootstrap, args.concurrency, args.at_once)
     dspy_side(args.calls, args.bootstrap, args.concurrency)

@@ -2,8 +2,10 @@
 
 Rooms: `_base` (what every optimizer shares), `_scoring` (running candidates under one concurrency
 limit, counting metric calls), `_fewshot` (the two demo optimizers), `_pareto` (GEPA's selection,
-minibatches and acceptance, decided as the `gepa` package decides them), `_reflect` (what the
-reflection LM reads), `_gepa` (GEPA's loop), `_result` (the report).
+minibatches and acceptance, decided as the `gepa` package decides them), `_merge` (GEPA's merge),
+`_reflect` (what the reflection LM reads), `_round` (one round of proposals at once, the ledger of its
+metric calls), `_state` (what the loop carries between rounds), `_checkpoint` (its file), `_gepa` (GEPA's
+options, the planning and folding of rounds), `_result` (the report).
 """
 
 from imp.optimize._base import Optimizer

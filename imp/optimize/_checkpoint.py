@@ -1,4 +1,4 @@
-"""GEPA's checkpoint: the run's state written to its log directory after every iteration, read to resume."""
+"""GEPA's checkpoint: the run's state written to its log directory after every round, read to resume."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ class Checkpoint:
     next_predictor: dict[int, int]
     stale: int
     log: list[str] = field(default_factory=list)
+    counters: dict[str, Any] = field(default_factory=dict)
+    """The finished iterations and the folded reflections' counts (to plan under a ceiling after a resume)."""
 
     def random(self) -> random.Random:
         """The run's random generator, in the state it was saved in."""

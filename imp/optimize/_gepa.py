@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import sys
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -17,11 +17,12 @@ from imp.evaluation.metrics import Metric
 from imp.models.base import LM
 from imp.optimize._base import Optimizer, check_positive, mark
 from imp.optimize._checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from imp.optimize._merge import MergeLog, dominators, merge_subsample, propose_merge
-from imp.optimize._pareto import Front, MinibatchSampler, accepts, select_parent
-from imp.optimize._reflect import proposed_instruction, reflection_messages
-from imp.optimize._result import Candidate, OptimizationResult
-from imp.optimize._scoring import Budget, Row, Runner
+from imp.optimize._merge import dominators, merge_subsample, propose_merge
+from imp.optimize._pareto import Front, select_parent
+from imp.optimize._result import Candidate, OptimizationResult, StopReason
+from imp.optimize._round import Ledger, Merge, Outcome, Plan, Proposals, Reflect, run_round
+from imp.optimize._scoring import Budget, Runner
+from imp.optimize._state import State
 from imp.prediction import Example
 from imp.programs.base import Program
 from imp.runtime.deadline import time_left
@@ -31,16 +32,6 @@ __all__ = ["GEPA", "AutoBudget"]
 AutoBudget = Literal["light", "medium", "heavy"]
 _TOOL = "tool:"
 _AUTO_CANDIDATES: dict[str, int] = {"light": 6, "medium": 12, "heavy": 18}
-
-
-@dataclass
-class _Merges:
-    """Merge bookkeeping: merges due, tried, and whether the last iteration found a new program."""
-
-    log: MergeLog
-    due: int = 0
-    tested: int = 0
-    found_new: bool = False
 
 
 class GEPA(Optimizer):
@@ -72,6 +63,7 @@ class GEPA(Optimizer):
         log_dir: str | os.PathLike[str] | None = None,
         max_merge_invocations: int = 5,
         concurrency: int = 16,
+        proposals_at_once: int | None = None,
         failure_score: float = 0.0,
         seed: int = 0,
     ) -> None:
@@ -97,6 +89,7 @@ class GEPA(Optimizer):
         check_positive(max_reflection_tokens, "max_reflection_tokens", allow_none=True)
         check_positive(no_improvement_iterations, "no_improvement_iterations", allow_none=True)
         check_positive(concurrency, "concurrency")
+        check_positive(proposals_at_once, "proposals_at_once", allow_none=True)
         check_positive(max_merge_invocations, "max_merge_invocations", allow_zero=True)
         if not isinstance(use_merge, bool):
             raise TypeError(f"use_merge is True or False, got {use_merge!r}")
@@ -116,6 +109,12 @@ class GEPA(Optimizer):
         self.skip_perfect_score, self.perfect_score = skip_perfect_score, perfect_score
         self.optimize_tool_descriptions = optimize_tool_descriptions
         self.concurrency, self.failure_score, self.seed = concurrency, failure_score, seed
+        self.proposals_at_once = (
+            max(1, 2 * concurrency // reflection_minibatch_size) if proposals_at_once is None else proposals_at_once
+        )
+        """How many proposals a round starts at once; 1 runs gepa's loop one iteration at a time. By default
+        twice as many as the concurrency limit holds minibatches: a proposal waits on its reflection a third of
+        its time, and a round lasts as long as its slowest proposal."""
         self._budget: int | None = None
 
     def metric_budget(self, n_train: int, n_val: int) -> int:
@@ -170,7 +169,7 @@ class GEPA(Optimizer):
         return found
 
     @staticmethod
-    def with_components(program: Program, components: dict[str, str]) -> Program:
+    def with_components(program: Program, components: Mapping[str, str]) -> Program:
         """The program with these instructions and tool descriptions."""
         tools = {k[len(_TOOL) :]: v for k, v in components.items() if k.startswith(_TOOL)}
         instructions = {k: v for k, v in components.items() if not k.startswith(_TOOL)}
@@ -189,16 +188,6 @@ class GEPA(Optimizer):
                 file=sys.stderr,
             )
 
-    async def _score(self, runner: Runner, program: Program, examples: list[Example]) -> list[Row] | None:
-        """The rows, or None when the budget or the deadline does not allow the whole run."""
-        if not runner.budget.can_run(len(examples)):
-            return None
-        rows = await runner.run(program, examples)
-        left = time_left()
-        if (left is not None and left <= 0) or runner.budget.out_of_time():
-            return None  # rows cut short by the deadline are not a score
-        return rows
-
     async def _loop(
         self,
         seed_program: Program,
@@ -208,218 +197,223 @@ class GEPA(Optimizer):
         result: OptimizationResult,
         names: list[str],
     ) -> None:
-        rng = random.Random(self.seed)
-        sampler = MinibatchSampler(self.minibatch, rng)
-        front = Front(len(val))
-        next_predictor: dict[int, int] = {}
-        stale = 0
-        iteration = -1
-        merges = _Merges(MergeLog())
+        state = State(random.Random(self.seed), Front(len(val))).start(self.minibatch)
         saved = read_checkpoint(self.log_dir) if self.log_dir is not None else None
         if saved is not None:  # resume where the run in this log directory stopped
-            if saved.seed != self.seed or saved.sizes != (len(train), len(val)):
-                raise ValueError(
-                    f"the log directory {self.log_dir} holds a run with seed {saved.seed} on "
-                    f"{saved.sizes[0]} training and {saved.sizes[1]} validation examples; this one has seed "
-                    f"{self.seed} on {len(train)} and {len(val)}: give another log_dir"
-                )
-            rng = saved.random()
-            sampler = MinibatchSampler(self.minibatch, rng)
-            sampler.order, sampler.epoch = list(saved.sampler["order"]), int(saved.sampler["epoch"])
-            for c in saved.candidates:
-                program = self.with_components(seed_program, dict(c["components"]))
-                self._add(
-                    result,
-                    front,
-                    Candidate(
-                        len(result.candidates),
-                        program,
-                        dict(c["components"]),
-                        tuple(c["parents"]),
-                        tuple(c["val_scores"]),
-                        int(c["metric_calls"]),
-                        c["origin"],
-                    ),
-                )
-            result.best_index = saved.best_index
-            runner.budget.metric_calls, runner.budget.reflection_usage = saved.metric_calls, saved.usage()
-            next_predictor, stale, iteration = saved.next_predictor, saved.stale, saved.iteration
-            merges = _Merges(MergeLog(), saved.merges["due"], saved.merges["tested"], saved.merges["found_new"])
-            merges.log.triplets = [(a, b, c) for a, b, c in saved.merges["triplets"]]
-            merges.log.descriptions = [(a, b, tuple(d)) for a, b, d in saved.merges["descriptions"]]
-            result.log = list(saved.log)
+            state = self._resume(saved, seed_program, len(train), len(val), runner, result)
         else:
-            rows = await self._score(runner, seed_program, val)
+            ctx = self._proposals(runner, train, val, result)
+            out = Outcome(Reflect(-1, 0, (), ""))
+            rows = await ctx.score(Ledger(runner.budget.left(), [len(val)]), 0, out, seed_program, val)
             if rows is None:
-                result.stop_reason = "budget" if not runner.budget.out_of_time() else "timeout"
+                result.stop_reason = out.stop or "budget"
                 return
             seed = Candidate(
-                0,
-                seed_program,
-                self.components(seed_program),
-                (),
-                tuple(r.score for r in rows),
-                runner.budget.metric_calls,
+                0, seed_program, self.components(seed_program), (), tuple(r.score for r in rows), len(rows)
             )
-            self._add(result, front, seed)
+            self._add(result, state.front, seed)
         while True:
             if self.log_dir is not None:
+                budget = runner.budget
+                sizes = (len(train), len(val))
                 write_checkpoint(
                     self.log_dir,
-                    Checkpoint(
-                        self.seed,
-                        (len(train), len(val)),
-                        iteration,
-                        [
-                            {
-                                "components": dict(c.instructions),
-                                "parents": list(c.parents),
-                                "val_scores": list(c.val_scores),
-                                "metric_calls": c.metric_calls_at_discovery,
-                                "origin": c.origin,
-                            }
-                            for c in result.candidates
-                        ],
-                        result.best_index,
-                        runner.budget.metric_calls,
-                        runner.budget.reflection_usage.dump(),
-                        rng.getstate(),
-                        {"order": sampler.order, "epoch": sampler.epoch},
-                        {
-                            "due": merges.due,
-                            "tested": merges.tested,
-                            "found_new": merges.found_new,
-                            "triplets": merges.log.triplets,
-                            "descriptions": merges.log.descriptions,
-                        },
-                        next_predictor,
-                        stale,
-                        list(result.log),
-                    ),
+                    state.checkpoint(self.seed, sizes, result, budget.metric_calls, budget.reflection_usage),
                 )
-            iteration += 1
-            result.iterations = iteration
-            if self.use_merge and merges.due > 0 and merges.found_new:
-                merges.found_new = False
-                outcome = await self._merge(rng, runner, result, front, merges, len(val) >= 5, val)
-                if outcome == "stop":
-                    result.stop_reason = "budget" if not runner.budget.out_of_time() else "timeout"
-                    return
-                if outcome != "none":
-                    continue  # a merge was tried: no reflection this iteration, as in gepa
-            merges.found_new = False
-            if runner.budget.reflection_spent():
-                result.stop_reason = "reflection_budget"
+            plans = self._plan(state, result, names, len(train), runner.budget.left(), len(val))
+            if isinstance(plans, str):
+                result.stop_reason = plans
                 return
-            if self.no_improvement_iterations is not None and stale >= self.no_improvement_iterations:
-                result.stop_reason = "no_improvement"
+            ctx = self._proposals(runner, train, val, result)
+            before = runner.budget.metric_calls
+            outcomes = await run_round(ctx, plans, runner.budget.left(), self.minibatch)
+            stop = self._fold(state, result, outcomes, before)
+            if stop is not None:
+                result.stop_reason = stop
                 return
-            scores = [c.score for c in result.candidates]
-            parent_index = select_parent(front.members, scores, rng)
-            parent = result.candidates[parent_index]
-            batch = [train[i] for i in sampler.batch(iteration, len(train))]
-            before = await self._score(runner, parent.program, batch)
-            if before is None:
-                result.stop_reason = "budget" if not runner.budget.out_of_time() else "timeout"
-                return
-            if self.skip_perfect_score and all(r.score >= self.perfect_score for r in before):
-                stale += 1
-                continue
-            turn = next_predictor.get(parent_index, 0)
-            predictor = names[turn % len(names)]
-            next_predictor[parent_index] = turn + 1
-            params = parent.program.parameters()
-            current = dict(parent.instructions)
-            messages = reflection_messages(params, predictor, current[predictor], before)
-            response = await self.reflection_lm.request(messages)
-            runner.budget.reflection_usage = runner.budget.reflection_usage + response.usage
-            proposal = proposed_instruction(response.text)
-            result.log.append(f"iteration {iteration}: parent {parent_index}, rewrote {predictor!r}")
-            if not proposal or proposal == current[predictor]:
-                stale += 1
-                continue
-            child_program = self.with_components(parent.program, {**current, predictor: proposal})
-            after = await self._score(runner, child_program, batch)
-            if after is None:
-                result.stop_reason = "budget" if not runner.budget.out_of_time() else "timeout"
-                return
-            if not accepts([r.score for r in before], [r.score for r in after]):
-                stale += 1
-                continue
-            full = await self._score(runner, child_program, val)
-            if full is None:
-                result.stop_reason = "budget" if not runner.budget.out_of_time() else "timeout"
-                return
-            best_before = result.best_score
-            child = Candidate(
-                len(result.candidates),
-                child_program,
-                self.components(child_program),
-                (parent_index,),
-                tuple(r.score for r in full),
-                runner.budget.metric_calls,
-                "reflection",
-            )
-            self._add(result, front, child)
-            stale = 0 if result.best_score > best_before else stale + 1
-            merges.found_new = True
-            if merges.tested < self.max_merge_invocations:
-                merges.due += 1
 
-    async def _merge(
+    def _resume(
         self,
-        rng: random.Random,
+        saved: Checkpoint,
+        seed_program: Program,
+        n_train: int,
+        n_val: int,
         runner: Runner,
         result: OptimizationResult,
-        front: Front,
-        merges: _Merges,
-        overlap: bool,
-        val: list[Example],
-    ) -> Literal["none", "rejected", "accepted", "stop"]:
-        """Try one merge of two descendants of a common ancestor; kept if it does as well as the better parent."""
-        scores = [c.score for c in result.candidates]
-        found = propose_merge(
-            rng,
-            scores,
-            dominators(front.members, scores),
-            merges.log,
-            [dict(c.instructions) for c in result.candidates],
-            [c.parents for c in result.candidates],
-            overlap,
-        )
-        if found is None:
-            return "none"
-        merged, i, j, ancestor = found
-        merges.log.triplets.append((i, j, ancestor))
-        one, two = result.candidates[i], result.candidates[j]
-        picked = merge_subsample(rng, one.val_scores, two.val_scores)
-        program = self.with_components(result.candidates[ancestor].program, merged)
-        rows = await self._score(runner, program, [val[k] for k in picked])
-        if rows is None:
-            return "stop"
-        before = max(sum(one.val_scores[k] for k in picked), sum(two.val_scores[k] for k in picked))
-        result.log.append(f"iteration {result.iterations}: merged {i} and {j} over ancestor {ancestor}")
-        if sum(r.score for r in rows) < before:
-            return "rejected"
-        full = await self._score(runner, program, val)
-        if full is None:
-            return "stop"
-        self._add(
-            result,
-            front,
-            Candidate(
+    ) -> State:
+        if saved.seed != self.seed or saved.sizes != (n_train, n_val):
+            raise ValueError(
+                f"the log directory {self.log_dir} holds a run with seed {saved.seed} on "
+                f"{saved.sizes[0]} training and {saved.sizes[1]} validation examples; this one has seed "
+                f"{self.seed} on {n_train} and {n_val}: give another log_dir"
+            )
+        state = State.resumed(saved, self.minibatch, n_val)
+        for c in saved.candidates:
+            program = self.with_components(seed_program, dict(c["components"]))
+            found = Candidate(
                 len(result.candidates),
                 program,
-                dict(merged),
-                (i, j),
-                tuple(r.score for r in full),
-                runner.budget.metric_calls,
-                "merge",
-            ),
+                dict(c["components"]),
+                tuple(c["parents"]),
+                tuple(c["val_scores"]),
+                int(c["metric_calls"]),
+                c["origin"],
+            )
+            self._add(result, state.front, found)
+        result.best_index = saved.best_index
+        runner.budget.metric_calls, runner.budget.reflection_usage = saved.metric_calls, saved.usage()
+        result.log = list(saved.log)
+        result.iterations = int(saved.counters.get("iterations", 0))
+        return state
+
+    def _proposals(
+        self, runner: Runner, train: list[Example], val: list[Example], result: OptimizationResult
+    ) -> Proposals:
+        return Proposals(
+            runner,
+            self.reflection_lm,
+            train,
+            val,
+            list(result.candidates),
+            self.with_components,
+            self.components,
+            self.skip_perfect_score,
+            self.perfect_score,
         )
-        merges.due -= 1
-        merges.tested += 1
-        return "accepted"
+
+    def _slots(self, state: State) -> int:
+        """How many reflective proposals the next round may start: up to `proposals_at_once`, fewer when the
+        stall limit or the reflection ceiling could be reached within the round."""
+        slots = self.proposals_at_once
+        if self.no_improvement_iterations is not None:
+            slots = min(slots, self.no_improvement_iterations - state.stale)
+        for ceiling, used, largest in (
+            (self.max_reflection_tokens, state.reflection_tokens, state.largest_tokens),
+            (self.max_reflection_cost, state.reflection_cost, state.largest_cost),
+        ):
+            if ceiling is None:
+                continue
+            if used >= ceiling:
+                return 0
+            if largest <= 0:  # how large a reflection is is not known yet: one at a time until it is
+                slots = min(slots, 1) if state.reflections == 0 else slots
+                continue
+            # each proposal after the first starts only if the ones before it, at the largest reflection
+            # seen, still leave the ceiling unreached
+            slots = min(slots, math.ceil((ceiling - used) / largest))
+        return slots
+
+    def _plan(
+        self,
+        state: State,
+        result: OptimizationResult,
+        names: list[str],
+        n_train: int,
+        left: int | None = None,
+        n_val: int = 0,
+    ) -> list[Plan] | StopReason:
+        """Draw every random choice of the next round, in order, before any of it runs."""
+        plans: list[Plan] = []
+        merges = state.merges
+        if self.use_merge and merges.due > 0 and merges.found_new:
+            merges.found_new = False
+            scores = [c.score for c in result.candidates]
+            found = propose_merge(
+                state.rng,
+                scores,
+                dominators(state.front.members, scores),
+                merges.log,
+                [dict(c.instructions) for c in result.candidates],
+                [c.parents for c in result.candidates],
+                len(state.front.best) >= 5,
+            )
+            if found is not None:  # a merge takes one place of the round (with one at a time: the iteration)
+                merged, i, j, ancestor = found
+                merges.log.triplets.append((i, j, ancestor))
+                one, two = result.candidates[i], result.candidates[j]
+                picked = merge_subsample(state.rng, one.val_scores, two.val_scores)
+                plans.append(Merge(state.iteration, (i, j), ancestor, merged, tuple(picked)))
+                state.iteration += 1
+        merges.found_new = False
+        if len(plans) < self.proposals_at_once:
+            slots = self._slots(state)
+            if slots <= 0 and not plans:
+                return "reflection_budget" if self._reflection_spent(state) else "no_improvement"
+            if left is not None:
+                # As many as leave room for one accepted child's valset after their minibatches (the earlier
+                # proposals' children come first); once there is no such room, as many as the minibatches fit.
+                pair = 2 * self.minibatch
+                room = (left - n_val) // pair
+                slots = min(slots, max(1, room if room > 0 else left // pair))
+            scores = [c.score for c in result.candidates]
+            taken: dict[int, int] = {}
+            for _ in range(min(slots, self.proposals_at_once - len(plans))):
+                parent = select_parent(state.front.members, scores, state.rng)
+                batch = state.sampler.batch(state.iteration, n_train)
+                turn = state.next_predictor.get(parent, 0) + taken.get(parent, 0)
+                taken[parent] = taken.get(parent, 0) + 1
+                plans.append(Reflect(state.iteration, parent, tuple(batch), names[turn % len(names)]))
+                state.iteration += 1
+        return plans
+
+    def _reflection_spent(self, state: State) -> bool:
+        tokens, cost = self.max_reflection_tokens, self.max_reflection_cost
+        return (tokens is not None and state.reflection_tokens >= tokens) or (
+            cost is not None and state.reflection_cost >= cost
+        )
+
+    def _fold(
+        self, state: State, result: OptimizationResult, outcomes: list[Outcome], before: int
+    ) -> StopReason | None:
+        """Take the round's outcomes into the run in plan order; why the run stops, or None."""
+        stop: StopReason | None = None
+        for out in outcomes:
+            if out.ending == "failed":
+                assert out.error is not None
+                raise out.error
+            if out.ending == "cancelled":  # the round was cut short: what came before it is kept
+                left = time_left()
+                cut: StopReason = "deadline" if left is not None and left <= 0 else "timeout"
+                return next((o.stop for o in outcomes if o.ending == "stopped" and o.stop != "budget"), cut)
+            if out.log is not None:
+                result.log.append(out.log)
+            plan = out.plan
+            if isinstance(plan, Reflect) and out.reflected:
+                state.next_predictor[plan.parent] = state.next_predictor.get(plan.parent, 0) + 1
+                state.count_reflection(out.reflection_usage)
+            if out.ending == "stopped":
+                stop = stop or out.stop or "budget"
+                if out.stop != "budget":
+                    return stop
+                continue
+            result.iterations += 1
+            if out.ending != "accepted":
+                if isinstance(plan, Reflect):
+                    state.stale += 1
+                continue
+            assert out.program is not None and out.components is not None
+            best_before = result.best_score
+            reflective = isinstance(plan, Reflect)
+            parents = (plan.parent,) if isinstance(plan, Reflect) else plan.pair
+            child = Candidate(
+                len(result.candidates),
+                out.program,
+                out.components,
+                parents,
+                out.val_scores,
+                before + out.calls_through,
+                "reflection" if reflective else "merge",
+            )
+            self._add(result, state.front, child)
+            if reflective:
+                state.stale = 0 if result.best_score > best_before else state.stale + 1
+                state.merges.found_new = True
+                if state.merges.tested < self.max_merge_invocations:
+                    state.merges.due += 1
+            else:
+                state.merges.due -= 1
+                state.merges.tested += 1
+        return stop
 
     def describe(self) -> dict[str, Any]:
         """The options that shaped a run (for logs)."""

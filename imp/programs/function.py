@@ -59,6 +59,7 @@ _OPTIONS = frozenset(
         "json_fallback",
         "max_iters",
         "instructions",
+        "extract_instructions",
     }
 )
 
@@ -290,10 +291,17 @@ class FunctionProgram(Program):
         if tools:
             from imp.programs.react import ReAct
 
-            program = ReAct(shape.signature, tuple(tools), max_iters=options.get("max_iters", 20), **common)
+            program = ReAct(
+                shape.signature,
+                tuple(tools),
+                max_iters=options.get("max_iters", 20),
+                extract_instructions=options.get("extract_instructions"),
+                **common,
+            )
         else:
-            if "max_iters" in options:
-                raise TypeError("max_iters applies to a function program with tools=")
+            for name in ("max_iters", "extract_instructions"):
+                if name in options:
+                    raise TypeError(f"{name} applies to a function program with tools=")
             program = Predict(shape.signature, json_fallback=options.get("json_fallback", True), **common)
         if isinstance(program, Predict):
             pass  # Predict checks its adapter against its signature and demos itself
@@ -326,6 +334,7 @@ class FunctionProgram(Program):
             options.pop("adapter", None)
         if not options.get("tools"):
             options.pop("max_iters", None)
+            options.pop("extract_instructions", None)
         return FunctionProgram.build(self.fn, **options)
 
     def with_lm(self, lm: LM) -> FunctionProgram:
@@ -357,6 +366,9 @@ class FunctionProgram(Program):
             options["demos"] = inner.demos
         if hasattr(inner, "tools"):
             options["tools"] = inner.tools
+        extract = getattr(inner, "extract_instructions", None)
+        if extract is not None:  # a rewritten extractor outlives `using`
+            options["extract_instructions"] = extract
         return replace(self, signature=inner.signature, program=inner, options=options)
 
     # --- running -------------------------------------------------------------------------
@@ -452,4 +464,5 @@ def load_function(data: Mapping[str, Any], loader: Loader) -> Program:
         options["json_fallback"] = inner.json_fallback
     else:
         options["tools"], options["max_iters"] = getattr(inner, "tools", ()), getattr(inner, "max_iters", 20)
+        options["extract_instructions"] = getattr(inner, "extract_instructions", None)
     return FunctionProgram.build(function, **{k: v for k, v in options.items() if v is not None})

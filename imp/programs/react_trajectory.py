@@ -166,6 +166,20 @@ class ReActTrajectory(Program):
             made = replace(made, tools=apply_to_tools(made.tools, changes))
         return made
 
+    def with_lm(self, lm: LM) -> ReActTrajectory:
+        """The same loop pinned to another LM."""
+        return replace(self, lm=lm)
+
+    def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> ReActTrajectory:
+        """The same loop with these demos (the task's examples, shown to the extraction)."""
+        given: object = demos
+        if isinstance(given, str | bytes) or not isinstance(given, list | tuple):
+            raise TypeError(f"demos are a list of mappings of field values, got {type(demos).__name__}")
+        for index, demo in enumerate(demos):
+            if not isinstance(demo, Mapping):
+                raise TypeError(f"demos[{index}] is a mapping of field values, got {type(demo).__name__}")
+        return replace(self, demos=tuple(demos))
+
     # --- shape --------------------------------------------------------------------------
 
     def finish_tool(self) -> Tool:

@@ -228,11 +228,12 @@ class TwoSteps(imp.Program):
 
 
 async def test_gepa_merges_two_descendants_that_each_fixed_one_predictor() -> None:
-    from imp.optimize._gepa import _Merges
     from imp.optimize._merge import MergeLog
     from imp.optimize._pareto import Front
     from imp.optimize._result import Candidate, OptimizationResult
+    from imp.optimize._round import Merge, run_round
     from imp.optimize._scoring import Runner
+    from imp.optimize._state import Merges, State
 
     def handler(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
         system, word = system_text_of(messages), word_of(messages)
@@ -251,14 +252,18 @@ async def test_gepa_merges_two_descendants_that_each_fixed_one_predictor() -> No
     two = seed.with_parameters(instructions={"second.predict": "BANG"})
     result = OptimizationResult("GEPA")
     front = Front(len(val))
-    optimizer = GEPA(score, reflection_lm=reflection(), max_metric_calls=100)
+    optimizer = GEPA(score, reflection_lm=reflection(), max_metric_calls=100, proposals_at_once=1)
     for index, (program, parents, scores) in enumerate(
         [(seed, (), (0.0,) * 6), (one, (0,), (1.0,) * 3 + (0.0,) * 3), (two, (0,), (0.0,) * 3 + (1.0,) * 3)]
     ):
         optimizer._add(result, front, Candidate(index, program, program.parameters().instructions, parents, scores))
     runner = Runner(score, 4)
-    outcome = await optimizer._merge(random.Random(0), runner, result, front, _Merges(MergeLog(), due=1), True, val)
-    assert outcome == "accepted"
+    state = State(random.Random(0), front, Merges(MergeLog(), due=1, found_new=True)).start(3)
+    plans = optimizer._plan(state, result, ["first.predict", "second.predict"], 6)
+    assert isinstance(plans, list) and len(plans) == 1 and isinstance(plans[0], Merge)  # the merge is the iteration
+    (outcome,) = await run_round(optimizer._proposals(runner, val, val, result), plans, None, 3)
+    assert outcome.ending == "accepted"
+    assert optimizer._fold(state, result, [outcome], 0) is None
     merged = result.candidates[-1]
     assert merged.origin == "merge" and merged.parents == (1, 2)
     assert dict(merged.instructions) == {"first.predict": "UPPER", "second.predict": "BANG"}
