@@ -7,7 +7,17 @@ from contextvars import ContextVar
 
 from imp.records import Usage
 
-__all__ = ["UsageAccumulator", "UsageMark", "record_unrecorded", "record_usage", "track_usage", "usage_mark"]
+__all__ = [
+    "UsageAccumulator",
+    "UsageMark",
+    "innermost_accumulator",
+    "record_unrecorded",
+    "record_unrecorded_since",
+    "record_usage",
+    "records_in",
+    "track_usage",
+    "usage_mark",
+]
 
 _NO_USAGE = Usage()  # frozen: one shared instance for "nothing recorded"
 
@@ -96,6 +106,23 @@ def usage_mark() -> UsageMark:
     """Note the innermost accumulator's record count before an LM request (see `record_unrecorded`)."""
     inner = _innermost.get()
     return None if inner is None else (inner, inner._records)
+
+
+def innermost_accumulator() -> UsageAccumulator | None:
+    """The innermost open accumulator in this context (None outside every `track_usage` block)."""
+    return _innermost.get()
+
+
+def records_in(accumulator: UsageAccumulator | None) -> int:
+    """How many usage records an accumulator has taken (0 for None): with `innermost_accumulator`, a
+    mark that is two plain locals instead of a tuple kept alive across the LM request."""
+    return 0 if accumulator is None else accumulator._records
+
+
+def record_unrecorded_since(accumulator: UsageAccumulator | None, seen: int, model: str, usage: Usage) -> None:
+    """`record_unrecorded` for a mark taken as `innermost_accumulator()` and `records_in(...)`."""
+    if accumulator is not None and accumulator._records == seen:
+        record_usage(model, usage)
 
 
 def record_unrecorded(mark: UsageMark, model: str, usage: Usage) -> None:
