@@ -111,9 +111,14 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
 
     A required input (no default, None not allowed) given None is refused: a JSON body's `null`
     is not an answer to it. An input with a default given None takes its default.
+    The given dict itself comes back when nothing needed filling (the usual call: no copy that
+    lives while the request waits); a copy when a default was filled in.
     """
-    values = dict(inputs)
+    values = inputs if type(inputs) is dict else dict(inputs)
+    copied = values is not inputs
     if values.keys() != signature.inputs.keys():  # the usual call has every input and nothing else
+        if not copied:
+            values, copied = dict(inputs), True
         unknown = [k for k in values if k not in signature.inputs and k not in _METADATA_INPUTS]
         if unknown and settings().warn_on_unknown_inputs:
             warnings.warn(
@@ -139,6 +144,8 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
                 raise InvalidInputError(
                     name, "is required and was given None; give it a value, or declare it optional or with a default"
                 )
+            if not copied:
+                values, copied = dict(inputs), True
             values[name] = f.default
         else:
             check_input(f, value)

@@ -38,7 +38,7 @@ class UsageAccumulator:
     __slots__ = ("_by_model", "_open", "_parent", "_records")
 
     def __init__(self) -> None:
-        self._by_model: dict[str, Usage] = {}
+        self._by_model: dict[str, Usage] | None = None  # made by the first `add`: none while a request waits
         self._records = 0
         self._parent: UsageAccumulator | None = None
         self._open = False
@@ -60,14 +60,17 @@ class UsageAccumulator:
         """Add one call's usage under its model's key."""
         with _LOCK:
             self._records += 1
-            before = self._by_model.get(model)
-            # Usage is frozen: the first call's value is kept as it is (no copy, no sum).
-            self._by_model[model] = usage if before is None else before + usage
+            by_model = self._by_model
+            if by_model is None:
+                self._by_model = {model: usage}  # frozen: the first call's value is kept as it is
+                return
+            before = by_model.get(model)
+            by_model[model] = usage if before is None else before + usage
 
     def snapshot(self) -> tuple[Usage, dict[str, Usage]]:
         """`total` and `by_model` read together (one lock, one consistent view)."""
         with _LOCK:
-            by_model = dict(self._by_model)
+            by_model = dict(self._by_model) if self._by_model else {}
         if len(by_model) <= 1:
             return (next(iter(by_model.values())) if by_model else _NO_USAGE), by_model
         total = _NO_USAGE
@@ -79,7 +82,7 @@ class UsageAccumulator:
     def by_model(self) -> dict[str, Usage]:
         """Usage per model key."""
         with _LOCK:
-            return dict(self._by_model)
+            return dict(self._by_model) if self._by_model else {}
 
     @property
     def total(self) -> Usage:
