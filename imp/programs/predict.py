@@ -264,6 +264,13 @@ def model_error_fields(lm: LM, error: LMError, duration: float) -> dict[str, Any
     }
 
 
+def request_options(adapter: Adapter, signature: Signature, lm: LM, config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The options of a request: the adapter's for this LM (structured output) under the program's
+    `config`; `config` itself when the adapter adds none (no new dict kept while the request waits)."""
+    extra = adapter.request_options(signature, lm)
+    return {**extra, **config} if extra else config
+
+
 def read_response(adapter: Adapter, signature: Signature, response: LMResponse) -> dict[str, Any]:
     """The output fields of a response: its mapping of fields if it has one, else its text (a parse
     error says when the reply was cut by `max_tokens`)."""
@@ -354,11 +361,11 @@ class Predict(Program):
         usage = track_usage().__enter__()
         try:
             messages = adapter.format_with(signature, values, opts)
-            extra = adapter.request_options(signature, lm)
-            options = {**extra, **config} if extra else config
-            # `request`, inlined: this frame awaits the LM (or the stream) itself.
+            options = request_options(adapter, signature, lm, config)
+            # `request`, inlined: this frame awaits the LM (or the stream) itself. Without a listener
+            # no clock is read (no float lives across the wait): the duration is only for events.
             run = request_started(lm, messages, _NO_EVENT)
-            started = time.perf_counter()
+            started = time.perf_counter() if run is not None else 0.0
             tap = current_tap() if any_tap() is not None else None  # a bound lookup when nothing streams
             try:
                 if tap is None:
