@@ -12,6 +12,7 @@ import anyio.lowlevel
 
 from imp.errors import DeadlineExceeded
 from imp.evaluation._asyncio_fanout import asyncio_workers, running_on_asyncio
+from imp.evaluation._trio_fanout import running_on_trio, trio_workers
 from imp.prediction import Example, Prediction
 from imp.programs.base import Program, start_call
 from imp.runtime.deadline import deadline, time_left
@@ -92,9 +93,13 @@ async def run_jobs[T](
         await asyncio_workers(worker, workers)
     else:
         try:
-            async with anyio.create_task_group() as group:
-                for _ in range(workers):
-                    group.start_soon(worker, group.cancel_scope.cancel, _anyio_cancelled, name="imp.parallel worker")
+            if running_on_trio():
+                await trio_workers(worker, workers, _anyio_cancelled)
+            else:
+                async with anyio.create_task_group() as group:
+                    stop = group.cancel_scope.cancel  # one bound method for every worker
+                    for _ in range(workers):
+                        group.start_soon(worker, stop, _anyio_cancelled, name="imp.parallel worker")
         except BaseExceptionGroup as failures:
             raise_interrupt(failures)
             raise
