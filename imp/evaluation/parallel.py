@@ -12,8 +12,9 @@ import anyio.lowlevel
 
 from imp.errors import DeadlineExceeded
 from imp.evaluation._asyncio_fanout import asyncio_workers, running_on_asyncio
+from imp.evaluation._trio_fanout import running_on_trio, trio_workers
 from imp.prediction import Example, Prediction
-from imp.programs.base import Program, call
+from imp.programs.base import Program, start_call
 from imp.runtime.deadline import deadline, time_left
 
 __all__ = ["Inputs", "parallel", "run_jobs"]
@@ -92,9 +93,13 @@ async def run_jobs[T](
         await asyncio_workers(worker, workers)
     else:
         try:
-            async with anyio.create_task_group() as group:
-                for _ in range(workers):
-                    group.start_soon(worker, group.cancel_scope.cancel, _anyio_cancelled, name="imp.parallel worker")
+            if running_on_trio():
+                await trio_workers(worker, workers, _anyio_cancelled)
+            else:
+                async with anyio.create_task_group() as group:
+                    stop = group.cancel_scope.cancel  # one bound method for every worker
+                    for _ in range(workers):
+                        group.start_soon(worker, stop, _anyio_cancelled, name="imp.parallel worker")
         except BaseExceptionGroup as failures:
             raise_interrupt(failures)
             raise
@@ -144,8 +149,34 @@ def _as_inputs(value: Any, where: str) -> dict[str, Any]:
 
 
 def _job(program: Program, inputs: dict[str, Any]) -> Callable[[], Awaitable[Prediction]]:
-    # A partial, not a closure: calling it returns `call`'s own coroutine (one frame fewer per item).
-    return functools.partial(call, program, inputs)
+    # A partial, not a closure: calling it (in the worker, just before the await) returns the
+    # program's `acall` coroutine or `call`'s, no wrapper frame of its own.
+    return functools.partial(start_call, program, inputs)
+
+
+class _Calls(Sequence[Callable[[], Awaitable[Prediction]]]):
+    """One program's jobs over many inputs, each made when a worker takes it: a list of partials
+    would keep two tracked objects per item alive for the whole run (the garbage collector walks them)."""
+
+    __slots__ = ("_inputs", "_program")
+
+    def __init__(self, program: Program, inputs: list[dict[str, Any]]) -> None:
+        self._program = program
+        self._inputs = inputs
+
+    def __len__(self) -> int:
+        return len(self._inputs)
+
+    @overload
+    def __getitem__(self, index: int) -> Callable[[], Awaitable[Prediction]]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Callable[[], Awaitable[Prediction]]]: ...
+    def __getitem__(
+        self, index: int | slice
+    ) -> Callable[[], Awaitable[Prediction]] | Sequence[Callable[[], Awaitable[Prediction]]]:
+        if isinstance(index, slice):
+            return _Calls(self._program, self._inputs[index])
+        return _job(self._program, self._inputs[index])
 
 
 def _pairs(pairs: Iterable[Any]) -> list[Callable[[], Awaitable[Prediction]]]:
@@ -196,7 +227,9 @@ async def parallel(
             raise TypeError("imp.parallel(program, inputs): give the list of inputs to run the program on")
         if isinstance(inputs, Mapping | Example):
             raise TypeError("imp.parallel takes a list of inputs; wrap a single item in a list")
-        jobs = [_job(program, _as_inputs(item, f"input {i}")) for i, item in enumerate(inputs)]
+        jobs: Sequence[Callable[[], Awaitable[Prediction]]] = _Calls(
+            program, [_as_inputs(item, f"input {i}") for i, item in enumerate(inputs)]
+        )
     else:
         if inputs is not None:
             raise TypeError("the pairs form imp.parallel([(program, inputs), ...]) takes no second argument")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from imp.programs.rendered import RenderedRequest
     from imp.tools import Tool
 
-__all__ = ["Program", "call", "call_sync"]
+__all__ = ["Program", "call", "call_sync", "start_call"]
 
 
 class Program(abc.ABC):
@@ -153,6 +153,17 @@ async def call(
             termination_cause=prediction.metadata.termination_cause,
         )
         return prediction
+
+
+def start_call(program: Program, inputs: Mapping[str, Any]) -> Coroutine[Any, Any, Prediction]:
+    """`call(program, inputs)` for a checked program and inputs, started where it will be awaited:
+    the program's own `acall` coroutine when `call` would only await it (no run, no deadline), one
+    coroutine frame fewer per call in flight (`imp.parallel` starts its items this way)."""
+    if not run_needed():
+        left = time_left()
+        if left is None or program.handles_deadline:
+            return program.acall(dict(inputs))
+    return call(program, inputs)
 
 
 async def _run(program: Program, inputs: dict[str, Any]) -> Prediction:

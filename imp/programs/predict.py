@@ -18,9 +18,15 @@ from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, open_trace, trace_call
 from imp.programs._stream_tap import StreamPart, any_tap, current_tap, streamed_request
 from imp.programs.base import Program
-from imp.runtime.run import current_run
+from imp.runtime.run import Run, current_run
 from imp.runtime.trace import record_exchange
-from imp.runtime.usage import record_unrecorded, track_usage, usage_mark
+from imp.runtime.usage import (
+    UsageAccumulator,
+    innermost_accumulator,
+    record_unrecorded_since,
+    records_in,
+    track_usage,
+)
 from imp.settings import settings
 from imp.signature import Signature, SignatureLike, as_signature
 from imp.values import check_input
@@ -28,6 +34,8 @@ from imp.values import check_input
 __all__ = ["ChainOfThought", "Predict", "chain_of_thought", "predict", "resolve_lm"]
 
 _DEFAULT_ADAPTER = ChatAdapter()
+_NO_EVENT: Mapping[str, Any] = {}
+"""No extra event fields (read only, shared)."""
 PREDICTOR = "predict"
 """The name of a Predict's (and a ChainOfThought's) one predictor in `parameters()`."""
 _OPTIONS = frozenset({"lm", "adapter", "demos", "config", "adapter_opts", "json_fallback"})
@@ -103,9 +111,14 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
 
     A required input (no default, None not allowed) given None is refused: a JSON body's `null`
     is not an answer to it. An input with a default given None takes its default.
+    The given dict itself comes back when nothing needed filling (the usual call: no copy that
+    lives while the request waits); a copy when a default was filled in.
     """
-    values = dict(inputs)
+    values = inputs if type(inputs) is dict else dict(inputs)
+    copied = values is not inputs
     if values.keys() != signature.inputs.keys():  # the usual call has every input and nothing else
+        if not copied:
+            values, copied = dict(inputs), True
         unknown = [k for k in values if k not in signature.inputs and k not in _METADATA_INPUTS]
         if unknown and settings().warn_on_unknown_inputs:
             warnings.warn(
@@ -131,6 +144,8 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
                 raise InvalidInputError(
                     name, "is required and was given None; give it a value, or declare it optional or with a default"
                 )
+            if not copied:
+                values, copied = dict(inputs), True
             values[name] = f.default
         else:
             check_input(f, value)
@@ -147,20 +162,14 @@ async def request(
     **event: Any,
 ) -> LMResponse:
     """One LM request, recorded for `inspect_history` (under `program`, the sender's label) and counted once in the open usage
-    accumulators (`record_unrecorded`), and reported as `model_request` then `model_response`
+    accumulators (`record_unrecorded_since`), and reported as `model_request` then `model_response`
     (model, usage, duration) or `model_error` events with `event`'s fields added, unless the
     program announced the request itself. Under `imp.stream` the request is streamed and the
     reply's fields, read as `reads` (an adapter and signature), go to the stream as they come."""
-    run = current_run()
-    if run is not None and (run.on_event is None or run.model_request_announced):
-        run = None  # no events of its own
-    if run is not None:
-        run.deliver("model_request", {"model": f"{lm.provider}:{lm.model}", "messages": len(messages), **event})
+    run = request_started(lm, messages, event)
     started = time.perf_counter()
-    mark = usage_mark()
-    # What was sent: the client's own default options (`imp.lm(..., temperature=0.2)`) under the request's.
-    defaults = lm.defaults
-    sent = {**defaults, **options} if defaults else options
+    accumulator = innermost_accumulator()
+    seen = records_in(accumulator)
     tap = current_tap() if any_tap() is not None else None  # a bound lookup when nothing streams
     try:
         if tap is None:
@@ -168,15 +177,67 @@ async def request(
         else:
             response = await streamed_request(tap, lm, messages, options, reads)
     except LMError as exc:
-        record_exchange(lm.model, messages, sent, None, str(exc), program=program)
-        if run is not None:
-            run.deliver("model_error", model_error_fields(lm, exc, time.perf_counter() - started) | event)
+        request_failed(lm, messages, options, exc, run, started, event, program)
         raise
-    record_exchange(lm.model, messages, sent, response, program=program)
-    record_unrecorded(mark, f"{lm.provider}:{lm.model}", response.usage)
-    if run is not None:
-        run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | event)
+    request_finished(lm, messages, options, response, run, started, accumulator, seen, event, program)
     return response
+
+
+# `request` in synchronous parts around the one await, so that `Predict.acall` awaits the LM
+# itself: one coroutine frame fewer per call in flight, and nothing made before the request that
+# lives across it (the usage mark is two locals, not a tuple; what was sent is merged afterwards).
+
+
+def request_started(lm: LM, messages: list[Message], event: Mapping[str, Any]) -> Run | None:
+    """The run to report this request's events to (None when it has no listener or the program
+    announced the request itself), its `model_request` already delivered."""
+    run = current_run()
+    if run is None or run.on_event is None or run.model_request_announced:
+        return None
+    run.deliver("model_request", {"model": f"{lm.provider}:{lm.model}", "messages": len(messages), **event})
+    return run
+
+
+def sent_options(lm: LM, options: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What was sent: the client's own default options (`imp.lm(..., temperature=0.2)`) under the request's."""
+    defaults = lm.defaults
+    return {**defaults, **options} if defaults else options
+
+
+def request_failed(
+    lm: LM,
+    messages: list[Message],
+    options: Mapping[str, Any],
+    error: LMError,
+    run: Run | None,
+    started: float,
+    event: Mapping[str, Any],
+    program: str | None,
+) -> None:
+    """Record a failed request for `inspect_history` and report its `model_error` event."""
+    record_exchange(lm.model, messages, sent_options(lm, options), None, str(error), program=program)
+    if run is not None:
+        run.deliver("model_error", model_error_fields(lm, error, time.perf_counter() - started) | dict(event))
+
+
+def request_finished(
+    lm: LM,
+    messages: list[Message],
+    options: Mapping[str, Any],
+    response: LMResponse,
+    run: Run | None,
+    started: float,
+    accumulator: UsageAccumulator | None,
+    seen: int,
+    event: Mapping[str, Any],
+    program: str | None,
+) -> None:
+    """Record a request for `inspect_history`, count its usage once (unless the LM recorded it since
+    the mark `accumulator`, `seen`), and report its `model_response` event."""
+    record_exchange(lm.model, messages, sent_options(lm, options), response, program=program)
+    record_unrecorded_since(accumulator, seen, f"{lm.provider}:{lm.model}", response.usage)
+    if run is not None:
+        run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | dict(event))
 
 
 def model_response_fields(lm: LM, response: LMResponse, duration: float) -> dict[str, Any]:
@@ -201,6 +262,13 @@ def model_error_fields(lm: LM, error: LMError, duration: float) -> dict[str, Any
         "error": str(error),
         "duration": round(duration, 6),
     }
+
+
+def request_options(adapter: Adapter, signature: Signature, lm: LM, config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The options of a request: the adapter's for this LM (structured output) under the program's
+    `config`; `config` itself when the adapter adds none (no new dict kept while the request waits)."""
+    extra = adapter.request_options(signature, lm)
+    return {**extra, **config} if extra else config
 
 
 def read_response(adapter: Adapter, signature: Signature, response: LMResponse) -> dict[str, Any]:
@@ -288,11 +356,27 @@ class Predict(Program):
         lm = resolve_lm(self.lm)
         adapter = self.adapter or settings().adapter or _DEFAULT_ADAPTER
         opts = self._format_options
-        with track_usage() as usage:
+        # Entered and left by hand, not `with`: a `with` keeps the bound `__exit__` alive across the
+        # await, one more object per call in flight for the garbage collector to walk.
+        usage = track_usage().__enter__()
+        try:
             messages = adapter.format_with(signature, values, opts)
-            extra = adapter.request_options(signature, lm)
-            options = {**extra, **config} if extra else config
-            response = await request(lm, messages, options, program=type(self).__name__, reads=(adapter, signature))
+            options = request_options(adapter, signature, lm, config)
+            # `request`, inlined: this frame awaits the LM (or the stream) itself. Without a listener
+            # no clock is read (no float lives across the wait): the duration is only for events.
+            run = request_started(lm, messages, _NO_EVENT)
+            started = time.perf_counter() if run is not None else 0.0
+            tap = current_tap() if any_tap() is not None else None  # a bound lookup when nothing streams
+            try:
+                if tap is None:
+                    response = await lm.request(messages, **options)
+                else:
+                    response = await streamed_request(tap, lm, messages, options, (adapter, signature))
+            except LMError as exc:
+                request_failed(lm, messages, options, exc, run, started, _NO_EVENT, type(self).__name__)
+                raise
+            # The mark is (usage, 0): the accumulator opened above is the innermost and has no records yet.
+            request_finished(lm, messages, options, response, run, started, usage, 0, _NO_EVENT, type(self).__name__)
             used, fell_back = adapter, False
             try:
                 fields = read_response(adapter, signature, response)
@@ -313,6 +397,8 @@ class Predict(Program):
                 except AdapterParseError:
                     raise first_error from None
                 used, fell_back = fallback, True
+        finally:
+            usage.__exit__()
         total, by_model = usage.snapshot()
         metadata = PredictionMetadata(
             finish_reason=response.finish_reason,

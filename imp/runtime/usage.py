@@ -7,7 +7,17 @@ from contextvars import ContextVar
 
 from imp.records import Usage
 
-__all__ = ["UsageAccumulator", "UsageMark", "record_unrecorded", "record_usage", "track_usage", "usage_mark"]
+__all__ = [
+    "UsageAccumulator",
+    "UsageMark",
+    "innermost_accumulator",
+    "record_unrecorded",
+    "record_unrecorded_since",
+    "record_usage",
+    "records_in",
+    "track_usage",
+    "usage_mark",
+]
 
 _NO_USAGE = Usage()  # frozen: one shared instance for "nothing recorded"
 
@@ -28,7 +38,7 @@ class UsageAccumulator:
     __slots__ = ("_by_model", "_open", "_parent", "_records")
 
     def __init__(self) -> None:
-        self._by_model: dict[str, Usage] = {}
+        self._by_model: dict[str, Usage] | None = None  # made by the first `add`: none while a request waits
         self._records = 0
         self._parent: UsageAccumulator | None = None
         self._open = False
@@ -50,14 +60,17 @@ class UsageAccumulator:
         """Add one call's usage under its model's key."""
         with _LOCK:
             self._records += 1
-            before = self._by_model.get(model)
-            # Usage is frozen: the first call's value is kept as it is (no copy, no sum).
-            self._by_model[model] = usage if before is None else before + usage
+            by_model = self._by_model
+            if by_model is None:
+                self._by_model = {model: usage}  # frozen: the first call's value is kept as it is
+                return
+            before = by_model.get(model)
+            by_model[model] = usage if before is None else before + usage
 
     def snapshot(self) -> tuple[Usage, dict[str, Usage]]:
         """`total` and `by_model` read together (one lock, one consistent view)."""
         with _LOCK:
-            by_model = dict(self._by_model)
+            by_model = dict(self._by_model) if self._by_model else {}
         if len(by_model) <= 1:
             return (next(iter(by_model.values())) if by_model else _NO_USAGE), by_model
         total = _NO_USAGE
@@ -69,7 +82,7 @@ class UsageAccumulator:
     def by_model(self) -> dict[str, Usage]:
         """Usage per model key."""
         with _LOCK:
-            return dict(self._by_model)
+            return dict(self._by_model) if self._by_model else {}
 
     @property
     def total(self) -> Usage:
@@ -96,6 +109,23 @@ def usage_mark() -> UsageMark:
     """Note the innermost accumulator's record count before an LM request (see `record_unrecorded`)."""
     inner = _innermost.get()
     return None if inner is None else (inner, inner._records)
+
+
+def innermost_accumulator() -> UsageAccumulator | None:
+    """The innermost open accumulator in this context (None outside every `track_usage` block)."""
+    return _innermost.get()
+
+
+def records_in(accumulator: UsageAccumulator | None) -> int:
+    """How many usage records an accumulator has taken (0 for None): with `innermost_accumulator`, a
+    mark that is two plain locals instead of a tuple kept alive across the LM request."""
+    return 0 if accumulator is None else accumulator._records
+
+
+def record_unrecorded_since(accumulator: UsageAccumulator | None, seen: int, model: str, usage: Usage) -> None:
+    """`record_unrecorded` for a mark taken as `innermost_accumulator()` and `records_in(...)`."""
+    if accumulator is not None and accumulator._records == seen:
+        record_usage(model, usage)
 
 
 def record_unrecorded(mark: UsageMark, model: str, usage: Usage) -> None:
