@@ -1,0 +1,109 @@
+"""What the Ray tests share and the workers import by name: the fake model's answers, a devset, a metric."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from fake_provider import FakeProvider, Received, Reply
+
+import imp
+
+SIG = "question -> answer"
+
+
+def answer_of(question: str) -> str:
+    """The fake model's answer: right for even numbers, wrong for odd ones."""
+    number = int(re.findall(r"\d+", question)[-1])
+    return str(number * 2 if number % 2 == 0 else number * 2 + 1)
+
+
+def chat_reply(received: Received, *, delay: float = 0.0) -> Reply:
+    """An OpenAI-shaped completion in the Chat adapter's format, answering the request's question."""
+    user = [m for m in received.json["messages"] if m["role"] == "user"][-1]["content"]
+    question = user.split("[[ ## question ## ]]")[-1].split("[[")[0].strip()
+    content = f"[[ ## answer ## ]]\n{answer_of(question)}\n\n[[ ## completed ## ]]"
+    body = {
+        "id": "chatcmpl-ray",
+        "object": "chat.completion",
+        "model": "x",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10 + len(question), "completion_tokens": 7, "total_tokens": 17 + len(question)},
+    }
+    return Reply(json=body, delay=delay)
+
+
+def program_for(fake: FakeProvider) -> imp.Predict:
+    client = imp.lm("openai:gpt-4o-mini", base_url=fake.base_url, max_retries=2)
+    return imp.predict(SIG, lm=client)
+
+
+def devset(count: int) -> list[imp.Example]:
+    return [
+        imp.Example(question=f"What is twice {n}?", answer=str(n * 2)).with_inputs("question") for n in range(count)
+    ]
+
+
+def metric(example: imp.Example, prediction: imp.Prediction) -> bool:
+    return bool(example.answer == prediction.answer)
+
+
+def comparable(report: imp.EvaluationReport) -> dict[str, Any]:
+    """A report's record without its elapsed time."""
+    record = report.to_dict()
+    record.pop("elapsed_seconds")
+    return json.loads(json.dumps(record))
+
+
+def worker_lm(base_url: str) -> imp.LM:
+    """The LM a worker builds for itself (an `lm_factory`): it marks each request with the worker's pid."""
+    import os
+
+    return imp.lm("openai:gpt-4o-mini", base_url=base_url, max_retries=3, headers={"x-worker": str(os.getpid())})
+
+
+def crash_once(marker: str, example: imp.Example, prediction: imp.Prediction) -> bool:
+    """A metric that kills its worker process the first time it sees question 7 (a crashed worker)."""
+    import os
+    from pathlib import Path
+
+    if "twice 7?" in example.question and not Path(marker).exists():
+        Path(marker).write_text("crashed")
+        os._exit(1)
+    return metric(example, prediction)
+
+
+def crash_always(example: imp.Example, prediction: imp.Prediction) -> bool:
+    """A metric that kills its worker every time it sees question 7."""
+    import os
+
+    if "twice 7?" in example.question:
+        os._exit(1)
+    return metric(example, prediction)
+
+
+def metric_failing_on_5(example: imp.Example, prediction: imp.Prediction) -> bool:
+    """A metric that raises on question 5 (a metric-stage failure)."""
+    if "twice 5?" in example.question:
+        raise ValueError("the metric cannot read row 5")
+    return metric(example, prediction)
+
+
+def refusing_some(received: Received) -> Reply:
+    """The fake model, refusing questions about multiples of 10 with a 400 (a program-stage failure)."""
+    user = [m for m in received.json["messages"] if m["role"] == "user"][-1]["content"]
+    if re.search(r"twice (\d*0)\?", user) and "twice 0?" not in user:
+        return Reply(400, json={"error": {"message": "refused", "type": "invalid_request_error"}})
+    return chat_reply(received)
+
+
+def max_in_window(times: list[float], width: float) -> int:
+    """The most arrivals inside any window of `width` seconds."""
+    times = sorted(times)
+    most, start = 0, 0
+    for end, at in enumerate(times):
+        while at - times[start] > width:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
