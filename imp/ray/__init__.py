@@ -12,7 +12,7 @@ concurrency and pauses), `_rows` (what travels back).
 """
 
 try:
-    import ray as _ray  # noqa: F401  (only to say clearly what is missing)
+    from ray import remote as _remote  # noqa: F401  (only to say clearly what is missing)
 except ImportError as exc:
     raise ImportError("imp.ray needs Ray: pip install 'imp[ray]'") from exc
 

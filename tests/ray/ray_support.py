@@ -107,3 +107,42 @@ def max_in_window(times: list[float], width: float) -> int:
             start += 1
         most = max(most, end - start + 1)
     return most
+
+
+class Throttler:
+    """A fake model that answers 429 with a Retry-After to its first request, then answers after `delay`."""
+
+    def __init__(self, retry_after: float, delay: float) -> None:
+        self.retry_after = retry_after
+        self.delay = delay
+        self.throttled_at: float | None = None
+
+    def __call__(self, received: Received) -> Reply:
+        if self.throttled_at is None:
+            self.throttled_at = received.at
+            error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
+            return Reply(429, json=error, headers={"retry-after": str(self.retry_after)})
+        return chat_reply(received, delay=self.delay)
+
+
+class Counting:
+    """A fake model that takes `delay` seconds per request and records the most requests open at once."""
+
+    def __init__(self, delay: float) -> None:
+        import threading
+
+        self.delay = delay
+        self.open = 0
+        self.most = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, received: Received) -> Reply:
+        import time
+
+        with self._lock:
+            self.open += 1
+            self.most = max(self.most, self.open)
+        time.sleep(self.delay)
+        with self._lock:
+            self.open -= 1
+        return chat_reply(received)
