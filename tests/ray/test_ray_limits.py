@@ -22,7 +22,7 @@ async def test_the_rate_limit_holds_across_both_workers(cluster: Any, fake: Fake
     factory = functools.partial(worker_lm, fake.base_url)
     program, data = program_for(fake), devset(60)
     await imp.ray.evaluate(program, data, metric, lm_factory=factory, batch_size=10, concurrency=8, progress=False)
-    unlimited = max_in_window([r.at for r in fake.requests], 1.0)
+    free = [r.at for r in fake.requests]
     fake.requests.clear()
     limits = imp.ray.Limits(requests_per_second=10)
     report = await imp.ray.evaluate(
@@ -31,9 +31,11 @@ async def test_the_rate_limit_holds_across_both_workers(cluster: Any, fake: Fake
     assert report.score == 0.5 and len(report.rows) == 60
     times = [r.at for r in fake.requests]
     assert len(times) == 60 and len(_by_worker(fake)) == 2  # both workers sent requests
-    assert unlimited > 12  # without the limit the same run sends far more in a second
-    assert max_in_window(times, 1.0) <= 12  # 10 per second, the burst of 1, one of slack for the network
-    assert max(times) - min(times) >= 59 / 10 * 0.9
+    span = max(times) - min(times)
+    assert span >= 59 / 10 * 0.95  # 60 requests at 10 per second: the hub spaced them, across both workers
+    assert max(free) - min(free) < span / 2  # without the limit the same run is far quicker
+    # in any one second: 10, the burst of 1, and what a loaded machine's send jitter bunches (up to 0.3 s)
+    assert max_in_window(times, 1.0) <= 14
 
 
 async def test_the_concurrency_limit_is_shared_by_both_workers(cluster: Any, fake: FakeProvider) -> None:
