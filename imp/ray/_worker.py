@@ -13,10 +13,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
+from imp.errors import DeadlineExceeded
 from imp.evaluation.evaluate import row_job
 from imp.evaluation.metrics import Metric
 from imp.evaluation.parallel import run_jobs
-from imp.evaluation.report import EvaluationRow
 from imp.models._gate import request_gate
 from imp.models.base import LM
 from imp.prediction import Example, Prediction
@@ -73,31 +73,13 @@ class Worker:
         self, items: Sequence[tuple[int, Example]], metric: Metric, failure_score: float
     ) -> BatchResult:
         """Score each example as `imp.evaluate` does; one record per row that finished."""
-        hub = self._hub
-
-        def job(index: int, example: Example) -> Callable[[], Awaitable[EvaluationRow]]:
-            inner = row_job(self._program, metric, index, example, failure_score)
-
-            async def counted() -> EvaluationRow:
-                row = await inner()
-                if row.error is not None and await hub.error.remote():
-                    self._stopped = True
-                return row
-
-            return counted
-
-        async def timed_out(index: int, error: Exception) -> None:
-            if await hub.error.remote():
-                self._stopped = True
-
-        jobs = [job(index, example) for index, example in items]
-        outcomes, total, by_model = await self._run(jobs)
+        jobs = [row_job(self._program, metric, index, example, failure_score) for index, example in items]
+        outcomes, total, by_model = await self._run(jobs, count_errors=True)
         rows: list[RowRecord] = []
         for (index, _), outcome in zip(items, outcomes, strict=True):
             if outcome is None:
                 continue
             if isinstance(outcome, Exception):  # the row's timeout, as imp.evaluate makes it a row
-                await timed_out(index, outcome)
                 rows.append(RowRecord(index, None, failure_score, None, portable_error(outcome), "program"))
             else:
                 rows.append(RowRecord.of(outcome))
@@ -108,18 +90,32 @@ class Worker:
         jobs: list[Callable[[], Awaitable[Prediction]]] = [
             functools.partial(call, self._program, dict(inputs)) for _, inputs in items
         ]
-        outcomes, total, by_model = await self._run(jobs)
+        outcomes, total, by_model = await self._run(jobs, count_errors=False)
         records = [
-            OutcomeRecord(index, outcome if isinstance(outcome, Prediction) else None, portable_error(outcome))
-            for (index, _), outcome in zip(items, outcomes, strict=True)
+            OutcomeRecord(
+                index,
+                outcome if isinstance(outcome, Prediction) else None,
+                portable_error(_numbered(outcome, position, index)),
+            )
+            for position, ((index, _), outcome) in enumerate(zip(items, outcomes, strict=True))
             if outcome is not None
         ]
         return BatchResult.of((), tuple(records), total, by_model, stopped=self._stopped)
 
     async def _run[T](
-        self, jobs: Sequence[Callable[[], Awaitable[T]]]
+        self, jobs: Sequence[Callable[[], Awaitable[T]]], *, count_errors: bool
     ) -> tuple[list[T | Exception | None], Usage, dict[str, Usage]]:
-        """The batch's outcomes (None for rows a stop left unstarted) and the usage it recorded."""
+        """The batch's outcomes (None for rows a stop left unstarted) and the usage it recorded.
+
+        With `count_errors`, each failed row is told to the hub (sent, not awaited: never inside the
+        row's own deadline), which tells every worker to stop once the run reached `max_errors`.
+        """
+
+        def on_done(index: int, outcome: object) -> bool:
+            if count_errors and (isinstance(outcome, Exception) or getattr(outcome, "error", None) is not None):
+                self._hub.error.remote()
+            return self._stopped
+
         async with self._one_batch:
             if self._stopped:
                 return [None] * len(jobs), Usage(), {}
@@ -131,10 +127,20 @@ class Worker:
                             jobs,
                             concurrency=self._concurrency,
                             timeout=self._timeout,
-                            on_done=lambda index, outcome: self._stopped,
+                            on_done=on_done,
                         )
                     )
             finally:
                 request_gate.reset(token)
             total, by_model = usage.snapshot()
             return outcomes, total, by_model
+
+
+def _numbered(outcome: object, position: int, index: int) -> object:
+    """A timeout's error names the item by its index in the whole input, as `imp.parallel`'s does, not in the batch."""
+    local = f"item {position} did not finish"
+    if isinstance(outcome, DeadlineExceeded) and str(outcome).startswith(local):
+        error = DeadlineExceeded(f"item {index} did not finish" + str(outcome).removeprefix(local))
+        error.__cause__ = outcome.__cause__
+        return error
+    return outcome

@@ -146,3 +146,9 @@ class Counting:
         with self._lock:
             self.open -= 1
         return chat_reply(received)
+
+
+def slow_on_3(received: Received) -> Reply:
+    """The fake model, taking three seconds to answer question 3 (a row that passes its timeout)."""
+    user = [m for m in received.json["messages"] if m["role"] == "user"][-1]["content"]
+    return chat_reply(received, delay=3.0 if "twice 3?" in user else 0.0)

@@ -19,6 +19,7 @@ from ray_support import (
     metric_failing_on_5,
     program_for,
     refusing_some,
+    slow_on_3,
 )
 
 import imp
@@ -150,3 +151,35 @@ async def test_bad_input_is_refused_before_any_worker_starts(cluster: Any, fake:
 def test_import_imp_does_not_import_ray() -> None:
     code = "import sys, imp; assert 'ray' not in sys.modules; imp.ray; assert 'ray' in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+async def test_a_row_past_its_timeout_is_a_failed_row_as_in_one_process(cluster: Any, fake: FakeProvider) -> None:
+    fake.responder = slow_on_3
+    program, data = program_for(fake), devset(8)
+    one = await imp.evaluate(program, data, metric, timeout=1.5, progress=False)
+    # (1.5 s, not less: a fresh worker's first request opens its HTTP client, slow on a loaded machine)
+    many = await imp.ray.evaluate(program, data, metric, timeout=1.5, batch_size=3, progress=False)
+    assert [row.index for row in many.errors] == [row.index for row in one.errors] == [3]
+    assert isinstance(many.rows[3].error, imp.DeadlineExceeded)
+    assert comparable(many)["rows"] == comparable(one)["rows"]
+    inputs = [example.inputs() for example in data]
+    mapped, parallel = (
+        await imp.ray.map(program, inputs, timeout=1.5, batch_size=3),
+        await imp.parallel(program, inputs, timeout=1.5),
+    )
+    assert isinstance(mapped[3], imp.DeadlineExceeded) and str(mapped[3]) == str(parallel[3])
+
+
+async def test_an_empty_devset_gives_an_empty_report(cluster: Any, fake: FakeProvider) -> None:
+    report = await imp.ray.evaluate(program_for(fake), [], metric, progress=False)
+    assert report.rows == () and report.score == 0.0
+    assert await imp.ray.map(program_for(fake), []) == []
+
+
+def test_the_driver_runs_under_trio(cluster: Any, fake: FakeProvider) -> None:
+    import anyio
+
+    async def body() -> imp.EvaluationReport:
+        return await imp.ray.evaluate(program_for(fake), devset(6), metric, progress=False)
+
+    assert anyio.run(body, backend="trio").score == 0.5
