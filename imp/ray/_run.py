@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -171,6 +172,10 @@ async def _started(ray: Any, pool: _Pool, ids: list[int]) -> None:
 
 
 def _reason(error: BaseException) -> str:
-    """The first line of what Ray said about a dead worker."""
-    text = " ".join(str(error).split())
-    return text[:300] or type(error).__name__
+    """What Ray said about a dead worker: its first sentence and, when a traceback follows, the error it ends on."""
+    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    first = lines[0].split(", ")[0][:200]
+    last = next((line for line in reversed(lines[1:]) if re.match(r"^[\w.]+(Error|Exception|Exit)\b", line)), None)
+    return first if last is None else f"{first}: {last[:300]}"

@@ -152,3 +152,8 @@ def slow_on_3(received: Received) -> Reply:
     """The fake model, taking three seconds to answer question 3 (a row that passes its timeout)."""
     user = [m for m in received.json["messages"] if m["role"] == "user"][-1]["content"]
     return chat_reply(received, delay=3.0 if "twice 3?" in user else 0.0)
+
+
+def broken_lm() -> imp.LM:
+    """An `lm_factory` that fails inside the worker (its environment lacks what the model needs)."""
+    raise RuntimeError("OPENAI_API_KEY is not set on this worker")

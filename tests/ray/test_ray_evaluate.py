@@ -183,3 +183,12 @@ def test_the_driver_runs_under_trio(cluster: Any, fake: FakeProvider) -> None:
         return await imp.ray.evaluate(program_for(fake), devset(6), metric, progress=False)
 
     assert anyio.run(body, backend="trio").score == 0.5
+
+
+async def test_a_worker_that_cannot_start_is_a_clear_error(cluster: Any, fake: FakeProvider) -> None:
+    from ray_support import broken_lm
+
+    with pytest.raises(
+        RuntimeError, match=r"a worker could not start: .*RuntimeError: OPENAI_API_KEY is not set on this worker"
+    ):
+        await imp.ray.evaluate(program_for(fake), devset(4), metric, lm_factory=broken_lm, progress=False)
