@@ -10,7 +10,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then echo $$p; break; fi; done)
 
-.PHONY: all test test-live live-setup demo lint typecheck bench fmt lock clean browser
+.PHONY: all test test-live test-ray live-setup demo lint typecheck bench fmt lock clean browser
 
 all: test
 
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not live"
+	$(PY) -m pytest -m "not live and not ray"
 
 # Headless Chromium for tests/observe/test_browser.py (skipped without it): Debian's package, as root.
 browser:
@@ -60,6 +60,22 @@ live-setup: $(LIVE_VENV)/.installed $(LIVE_VENV)/.smollm2 $(LIVE_VENV)/.gemma3
 
 test-live: $(STAMP) live-setup
 	IMP_LIVE_PYTHON=$(abspath $(LIVE_PY)) $(PY) -m pytest -m live tests/models/live
+
+# The Ray tier: imp.ray on a local Ray cluster that each test module starts itself (tests/ray/), and
+# docs/scale.md's Ray blocks for real. Ray (with Ray Data) is large, so it has its own venv and lock.
+RAY_VENV := .venv-ray
+RAY_STAMP := $(RAY_VENV)/.installed
+
+$(RAY_STAMP): pyproject.toml requirements-ray.lock
+	@test -n "$(PYTHON)" || { echo "imp needs Python >= 3.12; none was found on PATH or under ~/.pyenv" >&2; exit 1; }
+	@test -x $(RAY_VENV)/bin/python || $(PYTHON) -m venv $(RAY_VENV)
+	$(RAY_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -r requirements-ray.lock
+	$(RAY_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check --no-deps -e .
+	@touch $(RAY_STAMP)
+
+test-ray: $(RAY_STAMP)
+	$(RAY_VENV)/bin/python -m pytest -m ray tests/ray
+	$(RAY_VENV)/bin/python -m pytest tests/test_optional_ray.py "tests/test_docs.py::test_doc_examples_run[docs/scale.md]"
 
 demo: $(STAMP)
 	@$(PY) examples/demo.py
@@ -100,7 +116,9 @@ lock:
 	/tmp/imp-lock/bin/pip install --quiet -e '.[test,dev]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements.lock
 	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
 	/tmp/imp-lock/bin/pip install --quiet -e '.[test,bench]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-bench.lock
+	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
+	/tmp/imp-lock/bin/pip install --quiet -e '.[test,dev,ray]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-ray.lock
 	rm -rf /tmp/imp-lock
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(LIVE_VENV) build *.egg-info
+	rm -rf $(VENV) $(BENCH_VENV) $(LIVE_VENV) $(RAY_VENV) build *.egg-info

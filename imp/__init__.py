@@ -102,12 +102,12 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    """Evaluation, saving and `imp.mcp` load on first use: `import imp` stays light, and the optional
-    `mcp` extra is only needed by who uses it."""
+    """Evaluation, saving, `imp.mcp` and `imp.ray` load on first use: `import imp` stays light, and the
+    optional `mcp` and `ray` extras are only needed by who uses them."""
     import importlib
 
-    if name == "mcp":
-        return importlib.import_module("imp.mcp")
+    if name in ("mcp", "ray"):  # optional extras: importing them says which `pip install 'imp[...]'` they need
+        return importlib.import_module(f"imp.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'imp' has no attribute {name!r}")

@@ -1,7 +1,9 @@
 """Every ```python block in docs/**/*.md and README.md runs, so the documentation cannot drift from imp.
 
 Each file's blocks run in order in one namespace (a later block may use names an earlier one
-defined), as one test per file. A block fenced as ```python no-run is skipped.
+defined), as one test per file. A block fenced as ```python no-run is skipped. A block fenced as
+```python needs-ray (an optional extra) runs only where Ray is installed (`make test-ray`), and
+is skipped elsewhere, with its output block.
 
 A block fenced as ```text output right after a python block is that block's printed output:
 what the python block prints must match it (trailing spaces on each line ignored), so the
@@ -11,6 +13,7 @@ output a page shows is the output imp gives.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import linecache
 import re
@@ -36,6 +39,8 @@ class Block:
     source: str
     run: bool = True
     expected: str | None = field(default=None)
+    needs: tuple[str, ...] = ()
+    """Optional packages the block needs (`needs-ray`): without them it is skipped."""
 
 
 def _closes(line: str, fence: str) -> bool:
@@ -63,7 +68,8 @@ def python_blocks(text: str) -> list[Block]:
             end += 1
         body = "\n".join(line[len(indent) :] if line.startswith(indent) else line for line in lines[start:end])
         if words[:1] in (["python"], ["py"]):
-            blocks.append(Block(len(blocks) + 1, start + 1, body + "\n", run="no-run" not in words[1:]))
+            needs = tuple(word.removeprefix("needs-") for word in words[1:] if word.startswith("needs-"))
+            blocks.append(Block(len(blocks) + 1, start + 1, body + "\n", run="no-run" not in words[1:], needs=needs))
             last_fence_was_python = True
         elif words[:2] == ["text", "output"]:
             if not last_fence_was_python:
@@ -94,11 +100,13 @@ def test_fence_reader() -> None:
     text = (
         "intro\n\n```python\nprint(1)\n```\n\n```text output\n1\n```\n\n```text\nnot code\n```\n\n"
         "````markdown\n```python\nnested = 1\n```\n````\n\n  ```python no-run\n  y = 2\n  ```\n"
+        "\n```python needs-ray\nz = 3\n```\n"
     )
     blocks = python_blocks(text)
-    assert [(b.number, b.source, b.run, b.expected) for b in blocks] == [
-        (1, "print(1)\n", True, "1"),
-        (2, "y = 2\n", False, None),
+    assert [(b.number, b.source, b.run, b.expected, b.needs) for b in blocks] == [
+        (1, "print(1)\n", True, "1", ()),
+        (2, "y = 2\n", False, None, ()),
+        (3, "z = 3\n", True, None, ("ray",)),
     ]
     with pytest.raises(ValueError, match="must follow"):
         python_blocks("```python\nx = 1\n```\n\nprose\n\n```text output\n1\n```\n")
@@ -124,10 +132,20 @@ def _listing(block: Block) -> str:
     return f"--- block {block.number} (line {block.line}) ---\n{numbered}"
 
 
+def _installed(package: str) -> bool:
+    # not find_spec alone: a checkout in a folder named like the package is a namespace package of it
+    spec = importlib.util.find_spec(package)
+    return spec is not None and spec.origin is not None
+
+
 def _run_blocks(path: Path, blocks: list[Block], namespace: dict[str, object]) -> None:
     for block in blocks:
-        if not block.run:
+        if not block.run or not all(_installed(package) for package in block.needs):
             continue
+        if "ray" in block.needs:  # Ray workers get the page's functions by value, as a script's __main__
+            from ray import cloudpickle
+
+            cloudpickle.register_pickle_by_value(sys.modules[str(namespace["__name__"])])
         filename = f"{path}:block{block.number}"
         code = compile(block.source, filename, "exec")
         # The block's source is findable as a script's is (inspect.getsource; `@imp.fn` reads the body).

@@ -15,7 +15,7 @@ from imp.prediction import Example
 from imp.programs.base import Program, call
 from imp.runtime.usage import track_usage
 
-__all__ = ["evaluate"]
+__all__ = ["check_devset", "check_max_errors", "evaluate", "row_job"]
 
 
 def check_devset(devset: Iterable[Any]) -> list[Example]:
@@ -40,7 +40,8 @@ def check_devset(devset: Iterable[Any]) -> list[Example]:
     return examples
 
 
-def _check_max_errors(max_errors: int | None) -> int | None:
+def check_max_errors(max_errors: int | None) -> int | None:
+    """Refuse a max_errors that is not a positive integer (None is no limit)."""
     if max_errors is None:
         return None
     if isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 1:
@@ -48,9 +49,11 @@ def _check_max_errors(max_errors: int | None) -> int | None:
     return max_errors
 
 
-def _row_job(
+def row_job(
     program: Program, metric: Metric, index: int, example: Example, failure_score: float
 ) -> Callable[[], Awaitable[EvaluationRow]]:
+    """One row's work: the program on the example's inputs, then the metric; a failure becomes the row."""
+
     async def job() -> EvaluationRow:
         try:
             prediction = await call(program, example.inputs())
@@ -89,7 +92,7 @@ async def evaluate(
         raise TypeError(f"a metric is a function metric(example, prediction), got {type(metric).__name__}")
     examples = check_devset(devset)
     check_concurrency(concurrency)
-    limit = _check_max_errors(max_errors)
+    limit = check_max_errors(max_errors)
     row_timeout = check_timeout(timeout)
     failure = to_number(failure_score, "failure_score")
 
@@ -113,7 +116,7 @@ async def evaluate(
             return True
         return False
 
-    jobs = [_row_job(program, metric, i, ex, failure) for i, ex in enumerate(examples)]
+    jobs = [row_job(program, metric, i, ex, failure) for i, ex in enumerate(examples)]
     started = time.monotonic()
     try:
         with track_usage() as usage:

@@ -20,9 +20,11 @@ from imp.errors import (
     DeadlineExceeded,
     InvalidResponse,
     LMError,
+    RateLimited,
     StreamBroken,
     UnsupportedOption,
 )
+from imp.models._gate import request_gate
 from imp.models._prices import Prices, as_prices, priced
 from imp.models._stepdown import StepDowns
 from imp.models._wire import forces_tool, tool_choice_name
@@ -313,12 +315,17 @@ class HTTPLM(LM):
         async def attempt(number: int) -> LMResponse:
             from imp.models._transport import HTTPFailure
 
+            gate = request_gate.get()
+            ticket = None if gate is None else await gate.enter()
             try:
                 raw = await transport.post(self.url, content, headers, self._cap(options))
             except HTTPFailure as failure:
                 raise self._failure(failure) from None
+            finally:
+                if gate is not None:
+                    gate.leave(ticket)
             if raw.status >= 300:
-                raise classify_error(
+                error = classify_error(
                     raw.status,
                     raw.content,
                     raw.headers,
@@ -327,6 +334,9 @@ class HTTPLM(LM):
                     forced_tool_choice=forced,
                     url=self.url,
                 )
+                if gate is not None and isinstance(error, RateLimited):
+                    gate.rate_limited(error.retry_after)
+                raise error
             try:
                 parsed = json.loads(raw.content)
             except ValueError:
@@ -439,13 +449,16 @@ class HTTPLM(LM):
 
         async def attempt(number: int) -> Opened:
             stack = AsyncExitStack()
+            gate = request_gate.get()
             try:
+                if gate is not None:  # the stream holds its slot until it is closed
+                    stack.callback(gate.leave, await gate.enter())
                 response = await stack.enter_async_context(
                     transport.stream(self.url, content, headers, self._cap(options))
                 )
                 if response.status >= 300:
                     error_body = await response.aread()
-                    raise classify_error(
+                    error = classify_error(
                         response.status,
                         error_body,
                         response.headers,
@@ -454,6 +467,9 @@ class HTTPLM(LM):
                         forced_tool_choice=forced,
                         url=self.url,
                     )
+                    if gate is not None and isinstance(error, RateLimited):
+                        gate.rate_limited(error.retry_after)
+                    raise error
                 chunks = response.aiter_bytes()
                 stack.push_async_callback(chunks.aclose)  # type: ignore[attr-defined]
                 opened = Opened(self.stream_state(step=step, headers=response.headers), SSEDecoder(), chunks)

@@ -8,6 +8,7 @@ import struct
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -51,6 +52,8 @@ class Received:
     path: str
     headers: dict[str, str]
     raw: bytes
+    at: float = 0.0
+    """When it arrived (`time.monotonic()`, read as the request came in)."""
 
     @property
     def json(self) -> Any:
@@ -96,6 +99,8 @@ class FakeProvider:
         self.aborted = threading.Event()
         """Set when a client went away while a reply was being written (a cancelled stream)."""
         self._lock = threading.Lock()
+        self.responder: Callable[[Received], Reply] | None = None
+        """Answers every request that finds no scripted reply (the request in, its reply out)."""
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -107,9 +112,12 @@ class FakeProvider:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
+                received = Received("POST", self.path, dict(self.headers.items()), raw, time.monotonic())
                 with provider._lock:
-                    provider.requests.append(Received("POST", self.path, dict(self.headers.items()), raw))
+                    provider.requests.append(received)
                     reply = provider._replies.popleft() if provider._replies else None
+                if reply is None and provider.responder is not None:
+                    reply = provider.responder(received)
                 if reply is None:
                     reply = Reply(599, json={"error": {"message": "the fake provider has no scripted reply"}})
                 provider._answer(self, reply)
