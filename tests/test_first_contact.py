@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+import imp
 from imp.signature import Field
 from imp.values import coerce_text, render_value
 
@@ -21,3 +24,16 @@ def test_beside_str_only_json_booleans_are_booleans(annotation: object, text: st
 def test_a_plain_boolean_field_still_reads_the_lenient_spellings(text: str) -> None:
     assert isinstance(coerce_text(Field("value", "output", bool), text), bool)
     assert isinstance(coerce_text(Field("value", "output", bool | int), "Yes"), bool)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: imp.signature("q -> a", 3),  # type: ignore[arg-type]
+        lambda: imp.signature("q -> a").with_instructions(["Answer."]),  # type: ignore[arg-type]
+        lambda: imp.signature(imp.signature("q -> a"), b"Answer."),  # type: ignore[arg-type]
+    ],
+)
+def test_instructions_that_are_not_text_are_refused_saying_so(build: Any) -> None:
+    with pytest.raises(TypeError, match="a signature's instructions are a string, got"):
+        build()
