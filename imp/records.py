@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any, Literal, NotRequired, Required, TypedDict
 
 from imp._frozen import fast_init
-from imp._json import loads_object
+from imp._json import loads
 
 __all__ = [
     "Message",
@@ -22,6 +22,7 @@ __all__ = [
     "ToolCall",
     "ToolOutcome",
     "ToolResult",
+    "UnreadArguments",
     "Usage",
     "WireToolCall",
     "plain",
@@ -69,6 +70,41 @@ ToolOutcome = Literal["result", "refused", "auth_refused", "not_sent", "unknown"
 it was never sent, or its fate is unknown (it raised, timed out or was cancelled)."""
 
 
+class UnreadArguments(dict[str, Any]):
+    """Tool-call arguments a model wrote that are not a JSON object: no arguments, with the text kept.
+
+    A provider's tool call carries its arguments as JSON text; when the model writes something no
+    repair reads as an object, the call still happens (the tool runner refuses it, quoting `text` to
+    the model) and the history and a saved dump keep what the model wrote.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"UnreadArguments({self.text!r})"
+
+    def __reduce__(self) -> tuple[type[UnreadArguments], tuple[str]]:
+        return (UnreadArguments, (self.text,))
+
+
+def _read_arguments(text: str) -> dict[str, Any]:
+    """Arguments written as JSON text: the object (repaired), `{}` for blank text, `UnreadArguments`
+    for text that is not JSON at all; JSON that is not an object is refused (ValueError)."""
+    if not text.strip():
+        return {}
+    try:
+        value = loads(text)
+    except ValueError:
+        return UnreadArguments(text)
+    if not isinstance(value, dict):
+        raise ValueError("tool-call arguments are not a JSON object")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One native tool call the model made: its id, the tool's name and its JSON arguments."""
@@ -79,7 +115,10 @@ class ToolCall:
 
     def dump(self) -> dict[str, Any]:
         """A JSON-friendly copy."""
-        return {"id": self.id, "name": self.name, "arguments": _plain(self.arguments)}
+        args = self.arguments
+        # Unread arguments are dumped as the text the model wrote, which `load` reads back as such.
+        kept = args.text if isinstance(args, UnreadArguments) else _plain(args)
+        return {"id": self.id, "name": self.name, "arguments": kept}
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> ToolCall:
@@ -89,8 +128,9 @@ class ToolCall:
         name = source.get("name") or source.get("tool") or source.get("recipient_name") or ""
         args = source.get("arguments", source.get("args", source.get("parameters", {})))
         if isinstance(args, str):
-            args = loads_object(args) if args.strip() else {}
-        return cls(id=str(data.get("id") or ""), name=str(name), arguments=dict(args or {}))
+            args = _read_arguments(args)
+        kept = args if isinstance(args, UnreadArguments) else dict(args or {})
+        return cls(id=str(data.get("id") or ""), name=str(name), arguments=kept)
 
 
 @dataclass(frozen=True, slots=True)

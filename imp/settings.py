@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from imp.adapters.base import Adapter
     from imp.models.base import LM
 
-__all__ = ["Settings", "configure", "context", "process_settings", "settings"]
+__all__ = ["Settings", "configure", "context", "process_settings", "read_adapters_with", "settings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,32 @@ def _check(kwargs: dict[str, Any], where: str) -> None:
         raise TypeError(f"{where} got unknown setting(s) {unknown}; known: {sorted(_KEYS)}")
 
 
+_adapter_reader: Callable[..., Any] | None = None
+"""How `adapter=` is read (an instance, a class or a dialect's name). `imp.adapters`, a layer above,
+hands its reader over when it is imported, which `import imp` always does."""
+
+
+def read_adapters_with(reader: Callable[..., Any]) -> None:
+    """Let `configure` / `context` read `adapter=` as programs do (called by `imp.adapters`)."""
+    global _adapter_reader
+    _adapter_reader = reader
+
+
+def _read_values(kwargs: dict[str, Any], where: str) -> dict[str, Any]:
+    """The settings as given, checked the way a program checks its own `lm=` and `adapter=`."""
+    lm = kwargs.get("lm")
+    if isinstance(lm, str):
+        raise TypeError(f"{where}(lm=...) takes an LM client, not a model name: write lm=imp.lm({lm!r})")
+    if lm is not None and not callable(getattr(lm, "request", None)):
+        raise TypeError(f"{where}(lm=...) takes an LM client such as imp.lm('openai:gpt-4o'), got {type(lm).__name__}")
+    if kwargs.get("adapter") is not None and _adapter_reader is not None:
+        try:
+            kwargs = {**kwargs, "adapter": _adapter_reader(kwargs["adapter"])}
+        except TypeError as exc:
+            raise TypeError(f"{where}: {exc}") from None
+    return kwargs
+
+
 def settings() -> Settings:
     """The settings in force here: this context's overrides, else the process's."""
     return _overrides.get() or _process_settings
@@ -77,6 +103,7 @@ def configure(**kwargs: Any) -> None:
     """Set process-wide settings (`lm`, `adapter`, `cache`, `history_size`, `warn_on_unknown_inputs`)."""
     global _process_settings
     _check(kwargs, "imp.configure")
+    kwargs = _read_values(kwargs, "imp.configure")
     with _lock:
         _process_settings = replace(_process_settings, **kwargs)
 
@@ -91,6 +118,7 @@ def context(**kwargs: Any) -> Iterator[Settings]:
             f"imp.context cannot set {shared}: the record of recent LM exchanges is the process's; "
             "use imp.configure(...) instead"
         )
+    kwargs = _read_values(kwargs, "imp.context")
     token = _overrides.set(replace(settings(), **kwargs))
     try:
         yield settings()

@@ -245,6 +245,8 @@ class Signature(metaclass=_SignatureMeta):
         _check_fields(list(ins.values()), list(outs.values()))
         object.__setattr__(self, "inputs", MappingProxyType(ins))
         object.__setattr__(self, "outputs", MappingProxyType(outs))
+        if instructions is not None and not isinstance(instructions, str):
+            raise TypeError(f"a signature's instructions are a string, got {type(instructions).__name__}")
         text = inspect.cleandoc(instructions) if instructions else _default_instructions(ins, outs)
         object.__setattr__(self, "instructions", text)
         object.__setattr__(self, "metadata", MappingProxyType(dict(metadata or {})))

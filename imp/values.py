@@ -308,6 +308,10 @@ def _coerce_union(field: Field, text: str, members: list[Any]) -> Any:
                 return value  # (a bool that only fits as a number is not taken for it)
     reasons = []
     for member in members:
+        if member is bool and str in members:
+            # Beside `str`, only JSON's `true` / `false` (read above) are booleans: the lenient
+            # spellings (`Yes`, `TRUE`, `0`) are as likely text, and text imp wrote must read back as text.
+            continue
         try:
             return coerce_text(_member(field, member), text)
         except CoercionError as exc:

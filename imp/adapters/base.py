@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
 
-from imp.errors import AdapterParseError
+from imp.errors import AdapterParseError, InvalidInputError
 from imp.history import History, format_tool_result
 from imp.prediction import Prediction
 from imp.records import Message, Step, ToolCall, ToolResult
@@ -230,6 +230,7 @@ class Adapter(abc.ABC):
             if history is not None:
                 if not isinstance(history, History):
                     history = History(history)
+                _check_turns(task, history, history_name)
                 messages.extend(self.format_history(task, history, opts))
         if not opts.omit_empty_request or any(inputs.get(name) is not None for name in task.inputs):
             content = self.user_content(task, inputs, opts, main_request=True)
@@ -530,3 +531,22 @@ def guidance_lines(signature: Signature, guidance: Mapping[str, Any] | None, age
     elif tools:
         lines.append("The available tools are: " + ", ".join(f"`{t}`" for t in tools) + ".")
     return lines
+
+
+_TURN_NAMES = frozenset({"user_name", "assistant_name"})
+
+
+def _check_turns(signature: Signature, history: History, field: str) -> None:
+    """Refuse a conversation turn that holds none of the signature's fields: it would send nothing,
+    and the history would reach the model shorter than it was given (a misspelt key, or a history
+    kept under another signature's names)."""
+    for number, turn in enumerate(history, start=1):
+        keys = [k for k in turn.fields if k not in _TURN_NAMES]
+        if turn.is_tool_step or not keys or any(k in signature.fields for k in keys):
+            continue
+        raise InvalidInputError(
+            field,
+            f"turn {number} holds none of the signature's fields (its keys: {', '.join(sorted(keys))}); "
+            f"a turn is a mapping of {', '.join(signature.fields)}",
+            value=history,
+        )

@@ -115,6 +115,7 @@ class HTTPLM(LM):
             api_key = os.environ.get(self.api_key_env) or None
         self.__api_key = api_key
         self.base_url = (base_url or self.default_base_url).rstrip("/")
+        _check_client_options(self.base_url, timeout=timeout, connect_timeout=connect_timeout)
         if capabilities is not None:
             self.capabilities = capabilities
         self._declared = self.capabilities
@@ -514,6 +515,15 @@ class HTTPLM(LM):
     def __repr__(self) -> str:
         where = "" if self.base_url == self.default_base_url else f", base_url={self.base_url!r}"
         return redact_text(f"{type(self).__name__}({self.provider}:{self.model}{where})", self.secrets)
+
+
+def _check_client_options(base_url: str, **timeouts: Any) -> None:
+    """Refuse, when the client is built, a base URL httpx cannot send to and a timeout that is no time."""
+    if base_url and not base_url.lower().startswith(("http://", "https://")):
+        raise ValueError(f"base_url starts with http:// or https://, as in 'http://{base_url}', got {base_url!r}")
+    for name, value in timeouts.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ValueError(f"{name} is a positive number of seconds, got {value!r}")
 
 
 def _with_max_retries(policy: RetryPolicy, max_retries: int) -> RetryPolicy:

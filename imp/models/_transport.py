@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
 
+import anyio.lowlevel
+
 __all__ = ["HTTPFailure", "RawResponse", "StreamingResponse", "Transport", "backend_name"]
 
 FailureKind = Literal["connect", "timeout", "read", "protocol"]
@@ -116,6 +118,8 @@ class Transport:
         self._max_connections = max_connections
         self._max_keepalive = max_keepalive
         self._default_timeout: Any = None
+        self._loop: object = None
+        """The event loop (its native token) the owned pool was made in."""
 
     @property
     def backend(self) -> str:
@@ -128,6 +132,13 @@ class Transport:
         return self._module
 
     def _get_client(self) -> Any:
+        if self._owns_client:
+            # A pool's kept-alive connections belong to the event loop that opened them. Each
+            # `imp.call_sync` runs its own loop, so an LM made once and called twice meets a pool whose
+            # loop is closed ("Event loop is closed"): that pool is left behind and a new one is made.
+            loop = anyio.lowlevel.current_token().native_token
+            if loop is not self._loop:
+                self._client, self._loop = None, loop
         if self._client is None:
             lib = self._lib()
             limits = lib.Limits(max_connections=self._max_connections, max_keepalive_connections=self._max_keepalive)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from imp._json import loads
+from imp.records import UnreadArguments
 
 __all__ = [
     "finish_reason",
@@ -46,7 +47,8 @@ def finish_reason(raw: Any, *, has_calls: bool) -> str:
 
 def parse_arguments(raw: Any) -> dict[str, Any]:
     """Tool-call arguments as a dict, read by `imp._json.loads` (repaired when a model wrote them badly),
-    `{}` when nothing is readable, `{"value": ...}` for JSON that is not an object."""
+    `UnreadArguments` (no arguments, the text kept) when nothing is readable, `{"value": ...}` for JSON
+    that is not an object."""
     if raw is None or raw == "":
         return {}
     if isinstance(raw, Mapping):
@@ -56,7 +58,7 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     try:
         value = loads(raw)
     except ValueError:
-        return {}  # nothing readable: the tool runner reports the missing arguments to the model
+        return UnreadArguments(raw)  # the tool runner quotes the text back to the model
     if isinstance(value, Mapping):
         return dict(value)
     if value in (None, "", []):
@@ -65,7 +67,11 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
 
 
 def wire_arguments(arguments: Any) -> str:
-    """Arguments as the JSON string OpenAI-style messages carry."""
+    """Arguments as the JSON string OpenAI-style messages carry.
+
+    Unread arguments go back as `{}`: servers that render a chat template (llama.cpp's, vLLM) may parse the
+    history's tool-call arguments as JSON, and refuse the request when they cannot.
+    """
     if isinstance(arguments, str):
         return arguments
     return json.dumps(dict(arguments) if isinstance(arguments, Mapping) else arguments, ensure_ascii=False)

@@ -128,7 +128,7 @@ class ReActTrajectory(Program):
         if not isinstance(self.adapter_opts, Mapping) or not isinstance(self.config, Mapping):
             raise TypeError("config and adapter_opts are mappings")
         _check_max_iters(self.max_iters)
-        validate_policy(self.tool_policy)
+        validate_policy(self.tool_policy, [*names, FINISH])
         roster = {t.name: t for t in self.tools}
         roster[FINISH] = self.finish_tool()
         object.__setattr__(self, "roster", roster)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -91,6 +92,11 @@ def load_program(
 
 def _write_atomic(path: Path, text: str) -> None:
     directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        # Said here, or the error would name the temporary file, which the caller never wrote.
+        raise FileNotFoundError(
+            errno.ENOENT, f"cannot save to {path}: the folder {directory} does not exist (create it first)", str(path)
+        )
     fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")  # created with mode 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Literal
 
 from imp.history import ToolCall
@@ -55,13 +55,25 @@ async def check_policy(policy: ToolPolicy, call: ToolCall) -> str | None:
     raise TypeError(f"a tool policy is 'allow', a tool name, a list of names or a function, got {policy!r}")
 
 
-def validate_policy(policy: object) -> None:
-    """Raise TypeError for a value that is not a tool policy (checked before any call runs)."""
-    if isinstance(policy, str) or callable(policy):
+def validate_policy(policy: object, tools: Collection[str] | None = None) -> None:
+    """Raise for a value that is not a tool policy, or that names a tool not among `tools` (when given).
+
+    A name the program does not hold is a typo that would refuse every call of the tool meant.
+    """
+    if callable(policy) and not isinstance(policy, str):
         return
-    if isinstance(policy, Sequence) and all(isinstance(n, str) for n in policy):
-        return
-    raise TypeError(f"a tool policy is 'allow', a tool name, a list of names or a function, got {policy!r}")
+    if isinstance(policy, str):
+        listed: list[str] = [] if policy == "allow" else [policy]
+    elif isinstance(policy, Sequence) and all(isinstance(n, str) for n in policy):
+        listed = list(policy)
+    else:
+        raise TypeError(f"a tool policy is 'allow', a tool name, a list of names or a function, got {policy!r}")
+    unknown = [name for name in listed if tools is not None and name not in tools]
+    if unknown:
+        raise ValueError(
+            f"tool_policy names {unknown}, which the program does not hold; its tools are {sorted(tools or ())} "
+            "(the policy lists the tools that may run, or is 'allow')"
+        )
 
 
 def _refusal(name: str, reason: str) -> str:

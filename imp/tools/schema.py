@@ -20,6 +20,7 @@ from typing import Any, get_type_hints
 import pydantic
 
 from imp._json import loads
+from imp.records import UnreadArguments
 
 __all__ = [
     "EMPTY_OBJECT_SCHEMA",
@@ -63,6 +64,8 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
     """
     if raw is None:
         return {}, None
+    if isinstance(raw, UnreadArguments):
+        return None, f"are not a JSON object: {_preview(raw.text)}"
     if isinstance(raw, Mapping):
         return {str(k): v for k, v in raw.items()}, None
     if isinstance(raw, bytes | bytearray):

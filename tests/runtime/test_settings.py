@@ -97,3 +97,36 @@ def test_every_setting_is_read_somewhere() -> None:
 def test_unknown_settings_are_still_refused_with_the_known_names() -> None:
     with pytest.raises(TypeError, match=r"unknown setting\(s\) \['lmm'\]; known: \['adapter', 'cache'"):
         imp.configure(lmm=None)
+
+
+@pytest.mark.parametrize("where", ["configure", "context"])
+def test_a_model_name_for_lm_is_refused_at_once_naming_imp_lm(where: str) -> None:
+    before = process_settings().lm
+    with pytest.raises(TypeError, match=rf"imp\.{where}\(lm=\.\.\.\) takes an LM client.*imp\.lm\('openai:gpt-4o'\)"):
+        if where == "configure":
+            imp.configure(lm="openai:gpt-4o")
+        else:
+            with imp.context(lm="openai:gpt-4o"):
+                pass
+    with pytest.raises(TypeError, match=r"takes an LM client such as imp\.lm"):
+        imp.configure(lm=42)
+    assert process_settings().lm is before  # nothing was set
+
+
+@pytest.mark.parametrize(
+    ("given", "kind"), [("json", imp.JSONAdapter), ("XML", imp.XMLAdapter), (imp.ChatAdapter, imp.ChatAdapter)]
+)
+def test_an_adapter_setting_reads_names_and_classes_as_programs_do(given: object, kind: type) -> None:
+    reply = {imp.JSONAdapter: '{"answer": "4"}', imp.XMLAdapter: "<answer>4</answer>"}.get(
+        kind, "[[ ## answer ## ]]\n4"
+    )
+    with imp.context(adapter=given) as current:
+        assert isinstance(current.adapter, kind)
+        prediction = imp.call_sync(imp.predict(QA, lm=imp.ScriptedLM([reply])), question="2+2")
+        assert prediction.answer == "4" and prediction.metadata.adapter == kind.__name__
+
+
+@pytest.mark.parametrize("bad", ["jsn", 3])
+def test_a_bad_adapter_setting_is_refused_naming_the_choices(bad: object) -> None:
+    with pytest.raises(TypeError, match=r"imp\.context: adapter.*'chat', 'json', 'xml'"), imp.context(adapter=bad):
+        pass

@@ -435,7 +435,7 @@ def test_a_react_trajectory_round_trips_and_runs(tmp_path: Path) -> None:
         demos=[{"question": "q", "answer": "a"}],
         config={"temperature": 0.3, "api_key": SECRET},
         max_iters=4,
-        tool_policy=["search", "finish"],
+        tool_policy=["_search", "finish"],
     )
     path = save(program, tmp_path / "rt.json", include_lm=False)
     assert SECRET not in path.read_text()
@@ -453,7 +453,7 @@ def test_a_react_trajectory_round_trips_and_runs(tmp_path: Path) -> None:
     assert [t.name for t in loaded.tools] == ["_search"] and loaded.tools[0].runner is _search
     assert loaded.tools[0].spec() == program.tools[0].spec()
     assert type(loaded.adapter) is imp.JSONAdapter and loaded.max_iters == 4
-    assert loaded.config == {"temperature": 0.3} and loaded.tool_policy == ["search", "finish"]
+    assert loaded.config == {"temperature": 0.3} and loaded.tool_policy == ["_search", "finish"]
     prediction = imp.call_sync(loaded, question="Capital of France?")
     assert prediction.answer == "Paris"
     with pytest.raises(LoadError, match="_search"):

@@ -101,7 +101,8 @@ class ReAct(Program):
         _check_finish(self.finish)
         if self.history_replay not in ("full", "actions"):
             raise ValueError(f"history_replay is 'full' or 'actions', got {self.history_replay!r}")
-        validate_policy(self.tool_policy)
+        # An MCP import's tools may change from step to step, so only a fixed list is checked.
+        validate_policy(self.tool_policy, None if self.live_tools is not None else [*names, SUBMIT])
         for name, fn in self.finish_on.items():
             if name == SUBMIT or name not in names:
                 raise ValueError(f"finish_on names `{name}`, which is not one of the program's tools {names}")
