@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from imp._redact import redact_text
 from imp.errors import (
+    AuthenticationError,
     ConnectionFailed,
     ContentFiltered,
     DeadlineExceeded,
@@ -222,7 +223,24 @@ class HTTPLM(LM):
         headers.update(options.get("extra_headers") or {})
         headers.update(self.request_headers(options))
         headers.update(self.auth_headers(self.__api_key))
+        self._check_credential(headers)
         return headers
+
+    def _check_credential(self, headers: Mapping[str, str]) -> None:
+        """Refuse, before sending, a request to the provider's own service that carries no key.
+
+        A local or compatible server (another `base_url`) may need none, so only the default URL
+        is checked; a key given through `headers=` counts.
+        """
+        if self.__api_key or not self.api_key_env or self.base_url != self.default_base_url.rstrip("/"):
+            return
+        if {k.lower() for k in headers} & {"authorization", "x-api-key", "api-key"}:
+            return
+        raise AuthenticationError(
+            f"no API key: set {self.api_key_env} in the environment or pass "
+            f"imp.lm(..., api_key=...); a local server takes base_url= instead",
+            provider=self.provider,
+        )
 
     def _policy(self, options: Mapping[str, Any]) -> RetryPolicy:
         if "max_retries" in options:
