@@ -36,6 +36,7 @@ raised for the caller to retry.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, get_args
 
@@ -87,11 +88,22 @@ class SignatureError(ImpError, ValueError):
 class MissingInputError(ImpError, ValueError):
     """A required input field was not given; raised before any LM call."""
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], given: Sequence[str] = ()) -> None:
         self.names = tuple(names)
         listed = ", ".join(f"`{n}`" for n in self.names)
         noun = "field" if len(self.names) == 1 else "fields"
-        super().__init__(f"missing required input {noun}: {listed}")
+        message = f"missing required input {noun}: {listed}"
+        unknown = list(given)
+        guesses = [
+            f"`{g}` was given: did you mean `{n}`"
+            for n in self.names
+            for g in difflib.get_close_matches(n, unknown, n=1, cutoff=0.6)
+        ]
+        if guesses:
+            message += f" ({'; '.join(guesses)}?)"
+        elif unknown:
+            message += f" (given instead: {', '.join(f'`{g}`' for g in sorted(unknown))})"
+        super().__init__(message)
 
 
 class AdapterParseError(ImpError):

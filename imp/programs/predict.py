@@ -106,6 +106,21 @@ def resolve_lm(lm: LM | None) -> LM:
     return chosen
 
 
+_RUN_SETTINGS = {
+    "deadline": "a deadline is `with imp.deadline(seconds):` around the call",
+    "timeout": "a deadline is `with imp.deadline(seconds):` around the call",
+    "lm": "the LM is `program.using(lm=...)` or `with imp.context(lm=...):`",
+    "adapter": "the adapter is `program.using(adapter=...)` or `with imp.context(adapter=...):`",
+}
+"""Run settings sometimes passed as inputs, and where they go instead."""
+
+
+def _unknown_inputs_message(unknown: list[str]) -> str:
+    message = f"inputs not in the signature are ignored: {', '.join(sorted(unknown))}"
+    hints = [_RUN_SETTINGS[name] for name in sorted(unknown) if name in _RUN_SETTINGS]
+    return message + "".join(f"; {hint}" for hint in dict.fromkeys(hints))
+
+
 def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """Fill input defaults, warn about unknown inputs, refuse missing or ill-fitting ones (before any LM call).
 
@@ -121,9 +136,7 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
             values, copied = dict(inputs), True
         unknown = [k for k in values if k not in signature.inputs and k not in _METADATA_INPUTS]
         if unknown and settings().warn_on_unknown_inputs:
-            warnings.warn(
-                f"inputs not in the signature are ignored: {', '.join(sorted(unknown))}", UserWarning, stacklevel=4
-            )
+            warnings.warn(_unknown_inputs_message(unknown), UserWarning, stacklevel=4)
         missing: list[str] = []
         for name, f in signature.inputs.items():
             if name not in values:
@@ -132,7 +145,7 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
                 elif not f.optional:
                     missing.append(name)
         if missing:
-            raise MissingInputError(missing)
+            raise MissingInputError(missing, given=unknown)
     for name, f in signature.inputs.items():
         value = values.get(name)
         if value.__class__ is str and f.is_plain_text:

@@ -1,6 +1,7 @@
 """Predict and ChainOfThought: inputs, the JSON fallback, settings, scripted LMs, deadlines; asyncio and trio."""
 
 import io
+import warnings
 from typing import Any
 
 import anyio
@@ -46,9 +47,35 @@ async def test_inputs_as_keywords_and_a_scripted_mapping_of_fields() -> None:
 @both_backends
 async def test_missing_input_fails_before_any_lm_call() -> None:
     lm = imp.ScriptedLM([GOOD])
-    with pytest.raises(imp.MissingInputError, match="`ticket`"), pytest.warns(UserWarning, match="tickt"):
+    with pytest.raises(imp.MissingInputError, match="`ticket`") as caught, pytest.warns(UserWarning, match="tickt"):
         await imp.call(imp.predict(ESCALATION, lm=lm), {"tickt": "typo"})
     assert lm.requests == []
+    assert "`tickt` was given: did you mean `ticket`?" in str(caught.value) and caught.value.names == ("ticket",)
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"q": "x"}, "(given instead: `q`)"),
+        ({}, "missing required input field: `ticket`"),
+    ],
+)
+def test_a_missing_input_says_what_was_given_instead(given: dict[str, str], expected: str) -> None:
+    program = imp.predict(ESCALATION, lm=imp.StaticLM(lambda messages, options: {}))
+    with pytest.raises(imp.MissingInputError) as caught, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imp.call_sync(program, given)
+    assert str(caught.value).endswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"), [("deadline", "imp.deadline"), ("timeout", "imp.deadline"), ("lm", "using(lm=")]
+)
+def test_a_run_setting_passed_as_an_input_says_where_it_goes(name: str, hint: str) -> None:
+    program = imp.predict("question -> answer", lm=imp.StaticLM(lambda messages, options: {"answer": "a"}))
+    with pytest.warns(UserWarning, match=f"ignored: {name}") as caught:
+        imp.call_sync(program, question="q", **{name: 1})
+    assert hint in str(caught[0].message)
 
 
 @both_backends
