@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 import re
@@ -151,7 +152,38 @@ class Field:
         return f"Field({self.name!r}, {self.kind}, {type_to_text(self.annotation)})"
 
 
+_REBUILT_ORIGINS = (list, dict, tuple, set, frozenset)
+
+
+def _choices_first(annotation: Any) -> Any:
+    """The annotation with each union's Enum members moved to the front, inside containers too.
+
+    pydantic takes a plain string for an Enum only in lax mode, after the members before it: in
+    `bool | Color`, the JSON string `"t"` that names `Color.T` would read as True. Imp writes an
+    Enum as its value, so the value must read back as the member; other members keep their order.
+    """
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if not args:
+        return annotation
+    if origin in (typing.Union, types.UnionType):
+        members = [_choices_first(a) for a in args]
+        enums = [m for m in members if isinstance(m, type) and issubclass(m, enum.Enum)]
+        if not enums:
+            same = all(m is a for m, a in zip(members, args, strict=True))
+            return annotation if same else typing.Union[tuple(members)]  # noqa: UP007
+        return typing.Union[tuple(enums + [m for m in members if m not in enums])]  # noqa: UP007
+    if origin is typing.Annotated:
+        inner = _choices_first(args[0])
+        return annotation if inner is args[0] else typing.Annotated[(inner, *annotation.__metadata__)]
+    if origin in _REBUILT_ORIGINS:
+        rebuilt = tuple(a if a is Ellipsis else _choices_first(a) for a in args)
+        return annotation if all(r is a for r, a in zip(rebuilt, args, strict=True)) else origin[rebuilt]
+    return annotation
+
+
 def _make_type_adapter(annotation: Any, constraints: tuple[tuple[str, Any], ...]) -> pydantic.TypeAdapter[Any]:
+    annotation = _choices_first(annotation)
     if constraints:
         annotation = typing.Annotated[annotation, pydantic.Field(**dict(constraints))]
     return pydantic.TypeAdapter(annotation)
