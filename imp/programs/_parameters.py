@@ -24,6 +24,7 @@ __all__ = [
     "Predictor",
     "ToolDescription",
     "TraceEntry",
+    "check_loop_demos",
     "optimized_by",
     "set_optimized",
     "trace_call",
@@ -285,3 +286,14 @@ def set_optimized(program: Program, record: Optimized) -> Program:
 def optimized_by(program: Program) -> Optimized | None:
     """Which optimizer made this program, if one did."""
     return _MADE_BY.get(program)
+
+
+def check_loop_demos(demos: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    """A tool loop's demos as a tuple of field mappings; a string or a non-mapping demo is a TypeError."""
+    given: object = demos
+    if isinstance(given, str | bytes) or not isinstance(given, list | tuple):
+        raise TypeError(f"demos are a list of mappings of field values, got {type(demos).__name__}")
+    for index, demo in enumerate(demos):
+        if not isinstance(demo, Mapping):
+            raise TypeError(f"demos[{index}] is a mapping of field values, got {type(demo).__name__}")
+    return tuple(demos)

@@ -21,7 +21,15 @@ from imp.errors import AdapterParseError, LMError
 from imp.history import ToolCall
 from imp.models.base import LM
 from imp.prediction import Prediction, PredictionMetadata
-from imp.programs._parameters import Changes, Parameters, Predictor, ToolDescription, apply_to_tools, trace_call
+from imp.programs._parameters import (
+    Changes,
+    Parameters,
+    Predictor,
+    ToolDescription,
+    apply_to_tools,
+    check_loop_demos,
+    trace_call,
+)
 from imp.programs.base import Program
 from imp.programs.predict import ChainOfThought, Predict, check_options, prepare_inputs
 from imp.runtime.run import current_run, emit
@@ -172,13 +180,7 @@ class ReActTrajectory(Program):
 
     def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> ReActTrajectory:
         """The same loop with these demos (the task's examples, shown to the extraction)."""
-        given: object = demos
-        if isinstance(given, str | bytes) or not isinstance(given, list | tuple):
-            raise TypeError(f"demos are a list of mappings of field values, got {type(demos).__name__}")
-        for index, demo in enumerate(demos):
-            if not isinstance(demo, Mapping):
-                raise TypeError(f"demos[{index}] is a mapping of field values, got {type(demo).__name__}")
-        return replace(self, demos=tuple(demos))
+        return replace(self, demos=check_loop_demos(demos))
 
     # --- shape --------------------------------------------------------------------------
 

@@ -11,7 +11,15 @@ from imp.adapters.chat import ChatAdapter
 from imp.history import History
 from imp.models.base import LM
 from imp.prediction import Prediction, PredictionMetadata
-from imp.programs._parameters import Changes, Parameters, Predictor, ToolDescription, apply_to_tools, trace_call
+from imp.programs._parameters import (
+    Changes,
+    Parameters,
+    Predictor,
+    ToolDescription,
+    apply_to_tools,
+    check_loop_demos,
+    trace_call,
+)
 from imp.programs.base import Program
 from imp.programs.predict import check_options, prepare_inputs, resolve_lm
 from imp.programs.react._finish import FinishRule, rule_for
@@ -235,13 +243,7 @@ class ReAct(Program):
 
     def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> ReAct:
         """The same program with these demos (signature-shaped examples shown before the history)."""
-        given: object = demos
-        if isinstance(given, str | bytes) or not isinstance(given, list | tuple):
-            raise TypeError(f"demos are a list of mappings of field values, got {type(demos).__name__}")
-        for index, demo in enumerate(demos):
-            if not isinstance(demo, Mapping):
-                raise TypeError(f"demos[{index}] is a mapping of field values, got {type(demo).__name__}")
-        return replace(self, demos=tuple(demos))
+        return replace(self, demos=check_loop_demos(demos))
 
     # --- one call ------------------------------------------------------------------------
 
