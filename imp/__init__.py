@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 from imp.adapters import (
     Adapter,
     ChatAdapter,
+    Guidance,
     JSONAdapter,
     TemplateAdapter,
     TemplateError,
@@ -142,6 +143,7 @@ __all__ = [
     "Finish",
     "FunctionProgram",
     "GEPA",
+    "Guidance",
     "History",
     "ImpError",
     "InputField",

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from imp.adapters._fields import field_descriptions, placeholder
-from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, guidance_lines, objective
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, loop_lines, objective
 from imp.adapters.json import JSONAdapter
 from imp.signature import Field, Signature
 from imp.values import format_requirement, render_value
@@ -51,8 +51,8 @@ class ChatAdapter(Adapter):
     def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
         guidance = options.get("guidance")
         agent_line = options.get("agent_line", DEFAULT_AGENT_LINE)
-        instructions = "\n".join([signature.instructions, *guidance_lines(signature, guidance, agent_line)])
-        if guidance and guidance.get("text_answer"):
+        instructions = "\n".join([signature.instructions, *loop_lines(guidance, agent_line)])
+        if guidance is not None and guidance.text_answer:
             return (
                 f"Your input fields are:\n{field_descriptions(signature.inputs)}\n"
                 f"{_INPUTS_LEAD}\n\n{_sections_text(signature.inputs)}\n\n"

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from imp.adapters._fields import field_descriptions, placeholder
-from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, LMLike, guidance_lines, objective
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, LMLike, loop_lines, objective
 from imp.errors import AdapterParseError
 from imp.signature import Field, Signature
 from imp.values import coerce_value, format_requirement, load_json_object, unwrap_fence
@@ -75,9 +75,7 @@ class JSONAdapter(Adapter):
 
     def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
         agent_line = options.get("agent_line", DEFAULT_AGENT_LINE)
-        instructions = "\n".join(
-            [signature.instructions, *guidance_lines(signature, options.get("guidance"), agent_line)]
-        )
+        instructions = "\n".join([signature.instructions, *loop_lines(options.get("guidance"), agent_line)])
         inputs = "\n\n".join(f"[[ ## {n} ## ]]\n{{{n}}}" for n in signature.inputs)
         outputs = json.dumps({n: placeholder(f) for n, f in signature.outputs.items()}, indent=2, ensure_ascii=False)
         parts = [

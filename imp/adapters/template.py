@@ -21,7 +21,7 @@ from imp.adapters._template_text import (
     render,
     walk,
 )
-from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, LMLike, guidance_lines, message_name
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, Guidance, LMLike, loop_lines, message_name
 from imp.adapters.json import JSONAdapter
 from imp.errors import AdapterParseError
 from imp.records import Message
@@ -332,7 +332,7 @@ class TemplateAdapter(Adapter):
     def instruction(
         self,
         signature: Signature,
-        guidance: Mapping[str, Any] | None = None,
+        guidance: Guidance | None = None,
         agent_line: str | None = DEFAULT_AGENT_LINE,
     ) -> str:
         """What `{instruction}` says: the function's name, the instructions, output guidance, the loop's lines."""
@@ -344,7 +344,7 @@ class TemplateAdapter(Adapter):
         described = [f"- {f.name}: {f.desc}" for f in signature.outputs.values() if f.desc]
         if described:
             parts.append("Output guidance:\n" + "\n".join(described))
-        lines = guidance_lines(signature, guidance, agent_line)
+        lines = loop_lines(guidance, agent_line)
         if lines:
             parts.append("\n".join(lines))
         return "\n\n".join(p for p in parts if p)

@@ -19,7 +19,7 @@ from imp.adapters._xml_values import (
     to_xml,
     unescape,
 )
-from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, guidance_lines, objective
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, loop_lines, objective
 from imp.adapters.json import JSONAdapter
 from imp.errors import AdapterParseError
 from imp.signature import Field, Signature
@@ -38,9 +38,7 @@ class XMLAdapter(Adapter):
 
     def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
         agent_line = options.get("agent_line", DEFAULT_AGENT_LINE)
-        instructions = "\n".join(
-            [signature.instructions, *guidance_lines(signature, options.get("guidance"), agent_line)]
-        )
+        instructions = "\n".join([signature.instructions, *loop_lines(options.get("guidance"), agent_line)])
         description = (
             f"Your input fields are:\n{field_descriptions(signature.inputs)}\n"
             f"Your output fields are:\n{field_descriptions(signature.outputs)}"

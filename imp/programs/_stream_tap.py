@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Prediction
+from imp.records import ToolOutcome
 
 __all__ = ["StreamPart", "StreamPartKind", "Tap", "current_tap", "streamed_request"]
 
@@ -36,7 +37,7 @@ class StreamPart:
     arguments: Any = None
     output: Any = None
     error: str | None = None
-    outcome: str | None = None
+    outcome: ToolOutcome | None = None
     reason: str | None = None
     prediction: Prediction | None = None
 

@@ -12,6 +12,7 @@ import anyio
 from imp.errors import DeadlineExceeded
 from imp.prediction import Prediction
 from imp.runtime.deadline import time_left
+from imp.runtime.events import RunCancelled, RunFailed, RunFinished, RunStarted
 from imp.runtime.run import EventSink, run_needed, run_scope
 from imp.runtime.sync import run_sync
 from imp.signature import Signature
@@ -137,21 +138,17 @@ async def call(
     with run_scope(on_event=on_event, authorize=authorize) as run:
         if run.on_event is None:
             return await _run(program, merged)
-        run.emit("run_started", program=type(program).__name__)
+        run.emit(RunStarted(type(program).__name__))
         try:
             prediction = await _run(program, merged)
         except anyio.get_cancelled_exc_class():
-            run.emit("run_cancelled")
+            run.emit(RunCancelled())
             raise
         except BaseException as exc:
-            run.emit("run_failed", error=f"{type(exc).__name__}: {exc}")
+            run.emit(RunFailed(f"{type(exc).__name__}: {exc}"))
             raise
-        run.emit(
-            "run_finished",
-            complete=prediction.complete,
-            termination_reason=prediction.metadata.termination_reason,
-            termination_cause=prediction.metadata.termination_cause,
-        )
+        meta = prediction.metadata
+        run.emit(RunFinished(prediction.complete, meta.termination_reason, meta.termination_cause))
         return prediction
 
 

@@ -18,6 +18,7 @@ from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, open_trace, trace_call
 from imp.programs._stream_tap import StreamPart, any_tap, current_tap, streamed_request
 from imp.programs.base import Program
+from imp.runtime.events import ModelError, ModelRequest, ModelResponse
 from imp.runtime.run import Run, current_run
 from imp.runtime.trace import record_exchange
 from imp.runtime.usage import (
@@ -34,7 +35,6 @@ from imp.values import check_input
 __all__ = ["ChainOfThought", "Predict", "chain_of_thought", "predict", "resolve_lm"]
 
 _DEFAULT_ADAPTER = ChatAdapter()
-_NO_EVENT: Mapping[str, Any] = {}
 """No extra event fields (read only, shared)."""
 PREDICTOR = "predict"
 """The name of a Predict's (and a ChainOfThought's) one predictor in `parameters()`."""
@@ -165,6 +165,15 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
     return values
 
 
+@dataclass(frozen=True, slots=True)
+class LoopStep:
+    """Which step of a tool loop sends a request: its events say so."""
+
+    step: int
+    forced: bool = False
+    """The last request of an interrupted turn."""
+
+
 async def request(
     lm: LM,
     messages: list[Message],
@@ -172,14 +181,14 @@ async def request(
     *,
     program: str | None = None,
     reads: Any = None,
-    **event: Any,
+    loop: LoopStep | None = None,
 ) -> LMResponse:
     """One LM request, recorded for `inspect_history` (under `program`, the sender's label) and counted once in the open usage
     accumulators (`record_unrecorded_since`), and reported as `model_request` then `model_response`
-    (model, usage, duration) or `model_error` events with `event`'s fields added, unless the
+    (model, usage, duration) or `model_error` events (with the `loop` step that sent it), unless the
     program announced the request itself. Under `imp.stream` the request is streamed and the
     reply's fields, read as `reads` (an adapter and signature), go to the stream as they come."""
-    run = request_started(lm, messages, event)
+    run = request_started(lm, messages, loop)
     started = time.perf_counter()
     accumulator = innermost_accumulator()
     seen = records_in(accumulator)
@@ -190,9 +199,9 @@ async def request(
         else:
             response = await streamed_request(tap, lm, messages, options, reads)
     except LMError as exc:
-        request_failed(lm, messages, options, exc, run, started, event, program)
+        request_failed(lm, messages, options, exc, run, started, loop, program)
         raise
-    request_finished(lm, messages, options, response, run, started, accumulator, seen, event, program)
+    request_finished(lm, messages, options, response, run, started, accumulator, seen, loop, program)
     return response
 
 
@@ -201,13 +210,17 @@ async def request(
 # lives across it (the usage mark is two locals, not a tuple; what was sent is merged afterwards).
 
 
-def request_started(lm: LM, messages: list[Message], event: Mapping[str, Any]) -> Run | None:
+def request_started(lm: LM, messages: list[Message], loop: LoopStep | None) -> Run | None:
     """The run to report this request's events to (None when it has no listener or the program
     announced the request itself), its `model_request` already delivered."""
     run = current_run()
     if run is None or run.on_event is None or run.model_request_announced:
         return None
-    run.deliver("model_request", {"model": f"{lm.provider}:{lm.model}", "messages": len(messages), **event})
+    model = f"{lm.provider}:{lm.model}"
+    if loop is None:
+        run.deliver(ModelRequest(model, len(messages)))
+    else:
+        run.deliver(ModelRequest(model, len(messages), loop.step, loop.forced))
     return run
 
 
@@ -224,13 +237,13 @@ def request_failed(
     error: LMError,
     run: Run | None,
     started: float,
-    event: Mapping[str, Any],
+    loop: LoopStep | None,
     program: str | None,
 ) -> None:
     """Record a failed request for `inspect_history` and report its `model_error` event."""
     record_exchange(lm.model, messages, sent_options(lm, options), None, str(error), program=program)
     if run is not None:
-        run.deliver("model_error", model_error_fields(lm, error, time.perf_counter() - started) | dict(event))
+        run.deliver(model_error(lm, error, time.perf_counter() - started, loop))
 
 
 def request_finished(
@@ -242,7 +255,7 @@ def request_finished(
     started: float,
     accumulator: UsageAccumulator | None,
     seen: int,
-    event: Mapping[str, Any],
+    loop: LoopStep | None,
     program: str | None,
 ) -> None:
     """Record a request for `inspect_history`, count its usage once (unless the LM recorded it since
@@ -250,31 +263,35 @@ def request_finished(
     record_exchange(lm.model, messages, sent_options(lm, options), response, program=program)
     record_unrecorded_since(accumulator, seen, f"{lm.provider}:{lm.model}", response.usage)
     if run is not None:
-        run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | dict(event))
+        run.deliver(model_response(lm, response, time.perf_counter() - started, loop))
 
 
-def model_response_fields(lm: LM, response: LMResponse, duration: float) -> dict[str, Any]:
+def model_response(lm: LM, response: LMResponse, duration: float, loop: LoopStep | None) -> ModelResponse:
     """What a `model_response` event says: model, finish reason, tool calls, usage, duration."""
-    return {
-        "model": f"{lm.provider}:{lm.model}",
-        "finish_reason": response.finish_reason,
-        "tool_calls": [c.name for c in response.tool_calls],
-        "usage": response.usage.dump(),
-        "cache_hit": response.cache_hit,
-        "duration": round(duration, 6),
-    }
+    return ModelResponse(
+        f"{lm.provider}:{lm.model}",
+        response.finish_reason,
+        tuple(c.name for c in response.tool_calls),
+        response.usage,
+        response.cache_hit,
+        round(duration, 6),
+        loop.step if loop is not None else None,
+        loop.forced if loop is not None else None,
+    )
 
 
-def model_error_fields(lm: LM, error: LMError, duration: float) -> dict[str, Any]:
+def model_error(lm: LM, error: LMError, duration: float, loop: LoopStep | None) -> ModelError:
     """What a `model_error` event says: model, status, whether retryable, the error and its type, duration."""
-    return {
-        "model": f"{lm.provider}:{lm.model}",
-        "status": error.status,
-        "error_type": type(error).__name__,
-        "retryable": error.retryable,
-        "error": str(error),
-        "duration": round(duration, 6),
-    }
+    return ModelError(
+        f"{lm.provider}:{lm.model}",
+        error.status,
+        type(error).__name__,
+        error.retryable,
+        str(error),
+        round(duration, 6),
+        loop.step if loop is not None else None,
+        loop.forced if loop is not None else None,
+    )
 
 
 def request_options(adapter: Adapter, signature: Signature, lm: LM, config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -377,7 +394,7 @@ class Predict(Program):
             options = request_options(adapter, signature, lm, config)
             # `request`, inlined: this frame awaits the LM (or the stream) itself. Without a listener
             # no clock is read (no float lives across the wait): the duration is only for events.
-            run = request_started(lm, messages, _NO_EVENT)
+            run = request_started(lm, messages, None)
             started = time.perf_counter() if run is not None else 0.0
             tap = current_tap() if any_tap() is not None else None  # a bound lookup when nothing streams
             try:
@@ -386,10 +403,10 @@ class Predict(Program):
                 else:
                     response = await streamed_request(tap, lm, messages, options, (adapter, signature))
             except LMError as exc:
-                request_failed(lm, messages, options, exc, run, started, _NO_EVENT, type(self).__name__)
+                request_failed(lm, messages, options, exc, run, started, None, type(self).__name__)
                 raise
             # The mark is (usage, 0): the accumulator opened above is the innermost and has no records yet.
-            request_finished(lm, messages, options, response, run, started, usage, 0, _NO_EVENT, type(self).__name__)
+            request_finished(lm, messages, options, response, run, started, usage, 0, None, type(self).__name__)
             used, fell_back = adapter, False
             try:
                 fields = read_response(adapter, signature, response)

@@ -47,7 +47,7 @@ def full_program() -> imp.Predict:
         adapter=imp.JSONAdapter(),
         demos=[{"question": "1+1", "context": "", "answer": 2}],
         config={"temperature": 0.2, "max_tokens": 50, "api_key": SECRET, "extra_headers": {"X-Team": "t"}},
-        adapter_opts={"input_section_renderer": shout_renderer, "agent_line": None, "guidance": {"x": [1]}},
+        adapter_opts={"input_section_renderer": shout_renderer, "agent_line": None, "notes": {"x": [1]}},
         json_fallback=False,
     )
 
@@ -61,7 +61,7 @@ def test_a_predict_round_trips(tmp_path: Path) -> None:
     assert loaded.demos == program.demos
     assert dict(loaded.config) == {"temperature": 0.2, "max_tokens": 50}
     assert isinstance(loaded.adapter, imp.JSONAdapter) and loaded.lm is None
-    assert loaded.adapter_opts == {"input_section_renderer": shout_renderer, "agent_line": None, "guidance": {"x": [1]}}
+    assert loaded.adapter_opts == {"input_section_renderer": shout_renderer, "agent_line": None, "notes": {"x": [1]}}
     assert loaded.json_fallback is False
 
 

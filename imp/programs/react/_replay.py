@@ -6,8 +6,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from imp.adapters.base import Adapter
-from imp.history import History, Step
+from imp.history import History, Step, ToolCall, ToolResult
+from imp.programs.react._spec import TurnSpec
+from imp.programs.react._state import SUBMIT
 from imp.programs.react._text import written_observations, written_step_text
 from imp.signature import Signature
 from imp.values import render_value
@@ -15,6 +16,7 @@ from imp.values import render_value
 __all__ = [
     "StepKind",
     "current_turn_start",
+    "demo_steps",
     "episode_boundaries",
     "kind_of",
     "note_renderer",
@@ -42,21 +44,14 @@ def _inputs(step: Step, task: Signature) -> dict[str, Any]:
     return {k: step.fields[k] for k in task.inputs if k in step.fields}
 
 
-def replay_turns(
-    steps: Sequence[Step],
-    *,
-    task: Signature,
-    step_signature: Signature,
-    adapter: Adapter,
-    text_output: str | None,
-    actions_before: int,
-    unsent_line: str,
-    written: bool = False,
-) -> list[Step]:
-    """The turns the adapter renders, each with the loop's own note for it (the unsent line, a note)."""
+def replay_turns(spec: TurnSpec, steps: Sequence[Step], actions_before: int) -> list[Step]:
+    """The turns the adapter renders, each with the loop's own note for it (the unsent line, a note);
+    steps before `actions_before` (earlier turns) replay without their thoughts."""
+    task, adapter, written = spec.task, spec.adapter, spec.written
+    text_output = spec.rule.text_output
     turns: list[Step] = []
     kinds = [kind_of(s, task) for s in steps]
-    text_field = str(step_signature.metadata["text_field"])
+    text_field = spec.rule.text_field
     for index, (step, kind) in enumerate(zip(steps, kinds, strict=True)):
         earlier = index < actions_before
         turn = Step(fields=_inputs(step, task), tool_calls=(), user_name=step.user_name)
@@ -64,7 +59,7 @@ def replay_turns(
             thought = step.thought if not earlier else None
             turn = replace(
                 turn,
-                thought=written_step_text(adapter, step_signature, text_field, thought, step.calls),
+                thought=written_step_text(adapter, spec.step_signature, text_field, thought, step.calls),
                 loop_note=written_observations(step.calls, step.result_list()),
             )
         elif kind == "calls":
@@ -81,7 +76,7 @@ def replay_turns(
                     turns.append(turn)
                 continue
             answered_next = index + 1 < len(steps) and kinds[index + 1] == "outputs"
-            turn = replace(turn, thought=step.thought, loop_note=None if answered_next else unsent_line)
+            turn = replace(turn, thought=step.thought, loop_note=None if answered_next else spec.unsent_line)
         elif kind == "note":
             turn = replace(turn, loop_note=step.note)
         elif kind == "outputs":
@@ -136,3 +131,29 @@ def current_turn_start(base: History, visible: int, starts_turn: bool, task: Sig
         if any(k in base[index].fields for k in task.inputs):
             return index - offset
     return 0
+
+
+def demo_steps(demos: Sequence[Mapping[str, Any]], task: Signature, has_submit: bool) -> tuple[Step, ...]:
+    """The program's demos as finished turns: the inputs, then the answer as this turn would give it.
+
+    With `submit` a demo is a `submit` call and its result; with a text answer, the text; under
+    `finish="tools"`, the outputs written as the adapter asks for replies. Demos are never cut.
+    """
+    steps: list[Step] = []
+    for index, demo in enumerate(demos):
+        recorded = demo.get("history")
+        if isinstance(recorded, Mapping | History) and "history" not in task.inputs:
+            # a bootstrapped demo: the run's own steps, its tool calls and results included
+            steps.extend(recorded if isinstance(recorded, History) else History.load(recorded))
+            continue
+        inputs = {k: demo[k] for k in task.inputs if k in demo}
+        outputs = {k: demo[k] for k in task.outputs if k in demo}
+        if not inputs or not outputs:
+            continue
+        if has_submit:
+            call = ToolCall(f"demo_{index}", SUBMIT, outputs)
+            result = ToolResult(call.id, SUBMIT, outputs)
+            steps.append(Step(fields=inputs, tool_calls=(call,), results=(result,)))
+        else:
+            steps.append(Step(fields={**inputs, **outputs}, tool_calls=()))
+    return tuple(steps)
