@@ -1,6 +1,7 @@
 """Adapters: message assembly shared by every dialect, then one module per dialect."""
 
 from imp.adapters._names import ADAPTER_NAMES, as_adapter
+from imp.adapters._registry import SavedAdapter, load_adapter, saved_adapter, saved_names
 from imp.adapters.base import FORMAT_OPTIONS, Adapter, FormatOptions, Guidance
 from imp.adapters.chat import ChatAdapter
 from imp.adapters.json import JSONAdapter
@@ -18,6 +19,7 @@ __all__ = [
     "FormatOptions",
     "Guidance",
     "JSONAdapter",
+    "SavedAdapter",
     "TemplateAdapter",
     "TemplateError",
     "TemplateMessage",
@@ -25,6 +27,9 @@ __all__ = [
     "XMLAdapter",
     "as_adapter",
     "assistant",
+    "load_adapter",
+    "saved_adapter",
+    "saved_names",
     "system",
     "turns",
     "user",

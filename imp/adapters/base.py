@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from imp.adapters._split import Splitter, WholeReply
 from imp.errors import AdapterParseError, InvalidInputError
 from imp.history import History, format_tool_result
 from imp.prediction import Prediction
@@ -198,6 +199,11 @@ class Adapter(abc.ABC):
     def reply_text(self, signature: Signature, values: Mapping[str, Any]) -> str:
         """Output values written the way this dialect asks the model to reply (a tool loop replays its steps so)."""
         return self.default_outputs(signature, values, MISSING_IN_HISTORY).strip()
+
+    def field_splitter(self, signature: Signature) -> Splitter:
+        """How a streamed reply is read field by field as it is written (`imp.stream`). A dialect that
+        does not say gets `WholeReply`: its fields arrive whole, read by `parse_text`, when the reply ends."""
+        return WholeReply(self.parse_text, signature)
 
     def check(self, signature: Signature, demos: Sequence[Mapping[str, Any]] = ()) -> None:  # noqa: B027 - optional hook
         """Refuse, when a program is built, a signature or demos this dialect cannot write and read back."""

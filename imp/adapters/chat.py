@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from imp.adapters._fields import field_descriptions, placeholder
+from imp.adapters._registry import register_adapter
+from imp.adapters._split import FieldSplitter, Splitter, with_plain_text
 from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, loop_lines, objective
 from imp.adapters.json import JSONAdapter
 from imp.signature import Field, Signature
@@ -120,6 +122,27 @@ class ChatAdapter(Adapter):
                 found[name] = body
         return self.complete(signature, found, completion=text)
 
+    def field_splitter(self, signature: Signature) -> Splitter:
+        names = [*signature.outputs, "completed"]
+        marker = re.compile(r"\[\[ ## (" + "|".join(re.escape(n) for n in names) + r") ## \]\][^\S\n]*")
+
+        def find_open(buf: str, pos: int) -> tuple[str, int, int] | None:
+            while (match := marker.search(buf, pos)) is not None:
+                if match.group(1) != "completed":
+                    return match.group(1), match.start(), match.end()
+                pos = match.end()
+            return None
+
+        def find_close(buf: str, pos: int, field: str) -> tuple[int, int] | None:
+            match = marker.search(buf, pos)
+            return (match.start(), match.start()) if match is not None else None
+
+        texts = tuple(f"[[ ## {n} ## ]]" for n in names)
+        return with_plain_text(FieldSplitter(find_open, find_close, lambda field: texts), signature, "[")
+
     @property
     def fallback(self) -> Adapter | None:
         return JSONAdapter()
+
+
+register_adapter(ChatAdapter, saved="ChatAdapter", option="chat")

@@ -10,6 +10,8 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from imp.adapters._fields import field_descriptions, placeholder
+from imp.adapters._registry import register_adapter
+from imp.adapters._split import JSONSplitter, Splitter, with_plain_text
 from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, LMLike, loop_lines, objective
 from imp.errors import AdapterParseError
 from imp.signature import Field, Signature
@@ -122,6 +124,9 @@ class JSONAdapter(Adapter):
             return {"response_format": {"type": "json_object"}}
         return {}
 
+    def field_splitter(self, signature: Signature) -> Splitter:
+        return with_plain_text(JSONSplitter(frozenset(signature.outputs)), signature, "{`")
+
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
         plain = self.text_field_reply(signature, text)
         if plain is not None:
@@ -139,3 +144,6 @@ class JSONAdapter(Adapter):
                 raise AdapterParseError(_NOT_AN_OBJECT, adapter=self.name, completion=text) from None
         present = {k: v for k, v in values.items() if k in signature.outputs}
         return self.complete(signature, present, completion=text, coerce=coerce_value)
+
+
+register_adapter(JSONAdapter, saved="JSONAdapter", option="json")

@@ -7,8 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from imp.adapters._registry import register_adapter
+from imp.adapters._split import JSONSplitter, Splitter, prefilled, with_plain_text
 from imp.adapters._template_bind import attribute, has_value, line_span, specialize, truth_of_field, uses_value
-from imp.adapters._template_form import SLOT, Form, placeholder, split_slots
+from imp.adapters._template_form import SLOT, Form, form_splitter, placeholder, split_slots
 from imp.adapters._template_text import (
     FIELD_ATTRIBUTES,
     For,
@@ -503,6 +505,10 @@ class TemplateAdapter(Adapter):
 
     # --- parsing -------------------------------------------------------------------------
 
+    def field_splitter(self, signature: Signature) -> Splitter:
+        bound = self._bind(signature.without(signature.history_field) if signature.history_field else signature)
+        return prefilled(form_splitter(bound.form, signature), self._prefill)
+
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
         if self._prefill is not None and not text.lstrip().startswith(self._prefill.strip()):
             text = self._prefill + text
@@ -572,6 +578,9 @@ class TemplateJSONAdapter(TemplateAdapter):
     def request_options(self, signature: Signature, lm: LMLike | None) -> dict[str, Any]:
         return JSONAdapter().request_options(signature, lm)
 
+    def field_splitter(self, signature: Signature) -> Splitter:
+        return prefilled(with_plain_text(JSONSplitter(frozenset(signature.outputs)), signature, "{`"), self._prefill)
+
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
         try:
             return JSONAdapter().parse_text(signature, text)
@@ -583,3 +592,6 @@ class TemplateJSONAdapter(TemplateAdapter):
     @property
     def fallback(self) -> Adapter | None:
         return None
+
+
+register_adapter(TemplateAdapter, saved="template", dump=TemplateAdapter.dump, load=TemplateAdapter.load)

@@ -9,6 +9,8 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from imp.adapters._fields import field_descriptions
+from imp.adapters._registry import register_adapter
+from imp.adapters._split import FieldSplitter, Splitter, with_plain_text
 from imp.adapters._xml_values import (
     Budget,
     element_bounds,
@@ -112,9 +114,37 @@ class XMLAdapter(Adapter):
             raise AdapterParseError(str(exc), adapter=self.name, completion=text) from None
         return self.complete(signature, found, completion=text, coerce=_coerce)
 
+    def field_splitter(self, signature: Signature) -> Splitter:
+        names = list(signature.outputs)
+        opening = re.compile(r"<(" + "|".join(re.escape(n) for n in names) + r")(\s[^<>]*)?>")
+
+        def find_open(buf: str, pos: int) -> tuple[str, int, int] | None:
+            match = opening.search(buf, pos)
+            return (match.group(1), match.start(), match.end()) if match is not None else None
+
+        def find_close(buf: str, pos: int, field: str) -> tuple[int, int] | None:
+            match = re.compile(rf"</{re.escape(field)}\s*>").search(buf, pos)
+            return (match.start(), match.end()) if match is not None else None
+
+        opens = tuple(f"<{n}>" for n in names) + tuple(f"<{n} " for n in names)
+
+        def markers(field: str) -> tuple[str, ...]:
+            return (*opens, f"</{field}>", f"</{field} >") if field else (*opens, *(f"</{n} >" for n in names))
+
+        return with_plain_text(FieldSplitter(find_open, find_close, markers, _decode), signature, "<")
+
     @property
     def fallback(self) -> Adapter | None:
         return JSONAdapter()
+
+
+_ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&apos;": "'"}
+_ENTITY = re.compile("|".join(re.escape(e) for e in _ENTITIES))
+
+
+def _decode(text: str) -> str:
+    """A streamed piece of a text value with XML's five entities decoded."""
+    return _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
 
 
 def _coerce(field: Field, value: Any) -> Any:
@@ -123,3 +153,6 @@ def _coerce(field: Field, value: Any) -> Any:
     if value is None and not field.optional:
         return coerce_text(field, "")
     return coerce_value(field, value)
+
+
+register_adapter(XMLAdapter, saved="XMLAdapter", option="xml")

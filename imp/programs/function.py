@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from imp.adapters import Adapter, ChatAdapter, JSONAdapter, XMLAdapter
+from imp.adapters import ADAPTER_NAMES, Adapter
 from imp.adapters.template import TemplateAdapter, system, turns, user
 from imp.errors import ImpError, SignatureError
 from imp.prediction import Prediction
@@ -46,7 +46,6 @@ TAGGED = TemplateAdapter(
 """The default layout of function programs: the instruction and the form in the system message, inputs in tags."""
 
 AdapterName = Literal["chat", "json", "xml"]
-_ADAPTERS: Mapping[str, Callable[[], Adapter]] = {"chat": ChatAdapter, "json": JSONAdapter, "xml": XMLAdapter}
 _OPTIONS = frozenset(
     {
         "lm",
@@ -246,8 +245,8 @@ def _adapter(adapter: Adapter | AdapterName | None, template: Any) -> Adapter:
         return TAGGED
     if isinstance(adapter, Adapter):
         return adapter
-    if isinstance(adapter, str) and adapter in _ADAPTERS:
-        return _ADAPTERS[adapter]()
+    if isinstance(adapter, str) and adapter in ADAPTER_NAMES:
+        return ADAPTER_NAMES[adapter]()
     raise TypeError(f"adapter= is 'chat', 'json', 'xml' or an imp.Adapter, got {adapter!r}")
 
 

@@ -180,7 +180,7 @@ async def request(
     options: Mapping[str, Any],
     *,
     program: str | None = None,
-    reads: Any = None,
+    reads: tuple[Adapter, Signature] | None = None,
     loop: LoopStep | None = None,
 ) -> LMResponse:
     """One LM request, recorded for `inspect_history` (under `program`, the sender's label) and counted once in the open usage

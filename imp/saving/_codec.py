@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from imp._redact import is_secret_key
-from imp.adapters import Adapter, ChatAdapter, JSONAdapter, TemplateAdapter, XMLAdapter
+from imp.adapters import Adapter, SavedAdapter, load_adapter, saved_adapter, saved_names
 from imp.errors import ImpError, SignatureError
 from imp.models.base import LM
 from imp.models.scripted import ScriptedLM, StaticLM
@@ -23,7 +23,6 @@ from imp.signature import Signature
 from imp.tools import Tool
 
 __all__ = [
-    "ADAPTERS",
     "FUNCTION",
     "KINDS",
     "ChecksumError",
@@ -34,13 +33,6 @@ __all__ = [
     "Saver",
     "register_program_kind",
 ]
-
-ADAPTERS: Mapping[str, type[Adapter]] = {
-    "ChatAdapter": ChatAdapter,
-    "JSONAdapter": JSONAdapter,
-    "XMLAdapter": XMLAdapter,
-}
-"""The adapters a saved program may name (an allowlist: a file never names a class to import)."""
 
 FUNCTION = "$function"
 _HEADER_KEYS = frozenset({"headers", "extra_headers", "http_client"})
@@ -173,18 +165,18 @@ class Saver:
         dumped: dict[str, Any] = self.value(signature.dump(), where)
         return dumped
 
-    def adapter(self, adapter: Adapter | None) -> str | dict[str, Any] | None:
-        """An adapter's name from the allowlist (None when the program uses the configured one); a template as data."""
+    def adapter(self, adapter: Adapter | None) -> SavedAdapter | None:
+        """An adapter's name from imp's registry of adapters (None when the program uses the configured
+        one); a template as data."""
         if adapter is None:
             return None
-        if type(adapter) is TemplateAdapter:
-            return {"template": adapter.dump()}
-        for name, cls in ADAPTERS.items():
-            if type(adapter) is cls:
-                return name
-        raise SaveError(
-            f"the adapter {type(adapter).__name__} cannot be saved; saved programs name one of {', '.join(ADAPTERS)}"
-        )
+        saved = saved_adapter(adapter)
+        if saved is None:
+            raise SaveError(
+                f"the adapter {type(adapter).__name__} cannot be saved; "
+                f"saved programs name one of {', '.join(saved_names())}"
+            )
+        return saved
 
     def lm(self, lm: LM | None, owner: str) -> dict[str, Any] | None:
         """Provider, model, options and base URL of an `imp.lm(...)` client; never a credential or header."""
@@ -275,15 +267,13 @@ class Loader:
             ) from exc
 
     def adapter(self, name: Any) -> Adapter | None:
-        """The allowlisted adapter a file names."""
+        """The adapter a file names, from imp's registry of adapters (an allowlist; a template is data, rendered safely)."""
         if name is None:
             return None
-        if isinstance(name, Mapping) and set(name) == {"template"}:
-            return TemplateAdapter.load(name["template"])  # a template is data, rendered safely
-        cls = ADAPTERS.get(name) if isinstance(name, str) else None
-        if cls is None:
-            raise LoadError(f"the saved adapter {name!r} is not one of {', '.join(ADAPTERS)}")
-        return cls()
+        adapter = load_adapter(name)
+        if adapter is None:
+            raise LoadError(f"the saved adapter {name!r} is not one of {', '.join(saved_names())}")
+        return adapter
 
     def lm(self, data: Any) -> LM | None:
         """The LM to pin: `imp.load(..., lm=...)` if given, else one rebuilt from provider, model and options."""
