@@ -9,7 +9,6 @@ from typing import Any, ClassVar, Self
 from imp.adapters.base import Adapter
 from imp.models.base import LM
 from imp.programs._parameters import ToolDescription, check_loop_demos
-from imp.programs.base import Program
 from imp.signature import Signature
 from imp.tools import Tool, ToolPolicy, as_tool
 
@@ -23,8 +22,9 @@ def check_max_iters(value: object) -> None:
 
 
 @dataclass(frozen=True, eq=False)
-class ToolLoop(Program):
-    """A program that runs a model and its tools step by step until the turn ends."""
+class ToolLoop:
+    """What a program that runs a model and its tools step by step holds: mixed into `ReAct` and
+    `ReActTrajectory` beside `Program`."""
 
     signature: Signature
     tools: tuple[Tool, ...]

@@ -103,7 +103,7 @@ class _Turn:
 
 
 @dataclass(frozen=True, eq=False)
-class ReActTrajectory(ToolLoop):
+class ReActTrajectory(ToolLoop, Program):
     """Trajectory ReAct: thought, tool name and arguments per step; `finish`; then a separate extraction."""
 
     step: Predict = field(init=False, repr=False)

@@ -12,7 +12,7 @@ import anyio
 
 from imp.errors import DeadlineExceeded
 
-__all__ = ["current_deadline", "deadline", "self_ending", "time_left"]
+__all__ = ["current_deadline", "deadline", "deadline_passed", "self_ending", "time_left"]
 
 BACKSTOP_SECONDS = 0.01
 """imp's own work ends itself exactly at the deadline (a predict raises, a react turn returns what it
@@ -48,6 +48,12 @@ def time_left() -> float | None:
     if at is None:
         return None
     return max(0.0, at - time.monotonic())
+
+
+def deadline_passed() -> bool:
+    """Whether the deadline in force has passed (False outside a deadline)."""
+    left = time_left()
+    return left is not None and left <= 0
 
 
 @contextmanager

@@ -6,7 +6,7 @@ import pytest
 
 import imp
 from imp.adapters.base import FormatOptions
-from imp.programs.react._guidance import guidance_lines
+from imp.programs.react._messages import guidance_lines
 
 chat = imp.ChatAdapter()
 QA = imp.signature("question -> answer")

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import assert_never
 
 from imp.history import Step
-from imp.programs.react._last import forced_submit, last_text, raise_with_history
-from imp.programs.react._request import Failure, error_text, read_step, request_step
+from imp.programs.react._last import forced_submit, last_text
+from imp.programs.react._request import Failure, ask, error_text
 from imp.programs.react._spec import TurnSpec
-from imp.programs.react._state import Ending, TerminationCause, TurnState, deadline_passed, incomplete
+from imp.programs.react._state import Ending, TerminationCause, TurnState
 from imp.programs.react._tools import act
+from imp.runtime.deadline import deadline_passed
 from imp.runtime.events import Reasoning
 from imp.runtime.run import emit
 
@@ -17,34 +18,33 @@ __all__ = ["end_interrupted", "run_turn"]
 
 
 async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
-    """Run a turn from where `state` stands to its ending; every way out is an `Ending` or an error
-    carrying the history."""
+    """Run a turn from where `state` stands to its ending. Every way out is an `Ending`, or an error
+    no further request could cure (the caller gives it the history so far)."""
     rule = spec.rule
     cause: TerminationCause = "max_iters"
     while state.step < spec.max_iters + state.forgiven:
         state.step += 1
         if deadline_passed():
-            return incomplete("deadline_exceeded")
+            return Ending(cause="deadline_exceeded")
         roster = spec.roster()
-        response = await request_step(spec, state, roster, forced=False)
-        if isinstance(response, Failure):
-            if response.cause in ("context_window_exceeded", "deadline_exceeded"):
-                return incomplete(response.cause)
-            if response.ends_turn and response.error is not None:
-                raise_with_history(response.error, spec, state)
+        reading = await ask(spec, state, roster, forced=False)
+        if isinstance(reading, Failure):
+            if reading.cause in ("context_window_exceeded", "deadline_exceeded"):
+                return Ending(cause=reading.cause)
+            if reading.ends_turn and reading.error is not None:
+                raise reading.error
             if state.forgiven < rule.failed_requests_forgiven:
                 state.forgiven += 1
                 continue
-            cause = response.cause
+            cause = reading.cause
             break
-        reading = read_step(spec, state, response)
         if reading.error is not None:
             state.errors.append(error_text(reading.error))
             cause = "parse_error"
             break
         if reading.calls:
             state.thoughts = 0
-            ending = await act(spec, state, roster, reading.calls, reading.text, response=response)
+            ending = await act(spec, state, roster, reading.calls, reading.text, response=reading.response)
             if ending is not None:
                 return ending
             continue
@@ -52,7 +52,7 @@ async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
             cause = "empty_tool_calls"
             break
         if rule.kind == "text_answer":
-            state.finish_reason = response.finish_reason
+            state.finish_reason = reading.response.finish_reason
             state.add(Step(fields={rule.text_field: reading.text}, tool_calls=()))
             return Ending({rule.text_field: reading.text}, "answered")
         state.add(Step(thought=reading.text, tool_calls=(), results=()))
@@ -69,9 +69,9 @@ async def end_interrupted(spec: TurnSpec, state: TurnState, cause: TerminationCa
     unless the deadline has passed or only a `finish_on` tool may end the turn."""
     kind = spec.rule.kind
     if deadline_passed():
-        return incomplete("deadline_exceeded")
+        return Ending(cause="deadline_exceeded")
     if kind == "tools":
-        return incomplete(cause)
+        return Ending(cause=cause)
     if spec.note:
         state.add(Step(note=spec.note, tool_calls=(), results=()))
     state.step += 1

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from imp.adapters.base import FormatOptions
 from imp.adapters.chat import ChatAdapter
+from imp.errors import LMError, ReActStepError
 from imp.history import History
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, apply_to_tools, trace_call
@@ -20,8 +21,8 @@ from imp.programs.base import Program
 from imp.programs.predict import check_options, prepare_inputs, resolve_lm
 from imp.programs.react._last import EXTRACT_INSTRUCTIONS
 from imp.programs.react._loop import run_turn
-from imp.programs.react._replay import demo_steps
-from imp.programs.react._spec import NOT_SENT, FinishRule, TurnSpec, check_outputs, rule_for
+from imp.programs.react._messages import demo_steps
+from imp.programs.react._spec import NOT_SENT, FinishRule, TurnSpec, check_outputs, episode_boundaries, rule_for
 from imp.programs.react._state import (
     CALLS_FIELD,
     SUBMIT,
@@ -64,7 +65,7 @@ _OPTIONS = frozenset(
 
 
 @dataclass(frozen=True, eq=False)
-class ReAct(ToolLoop):
+class ReAct(ToolLoop, Program):
     """The tool loop: each step one request with native tools; `submit`, a text answer or a tool ends the turn."""
 
     finish: FinishMode = "auto"
@@ -239,8 +240,8 @@ class ReAct(ToolLoop):
         with track_usage() as usage, self_ending():
             try:
                 ending = await run_turn(spec, state)
-            except ExecutionCancelled as exc:
-                exc.history = state.recorded(spec.base)
+            except (LMError, ReActStepError, ExecutionCancelled) as exc:
+                exc.history = state.recorded(spec.base)  # what the turn did before the error ended it
                 raise
             finally:
                 state.recorded(spec.base)  # the call's inputs are kept even when no step recorded them
@@ -336,6 +337,7 @@ class ReAct(ToolLoop):
             demos=demo_steps(self.demos, self.signature, rule.has_submit),
             inputs=prepared,
             base=history,
+            episodes=tuple(episode_boundaries(history, list(self.signature.outputs))),
             starts_turn=bool(unrecorded) or "last_request_note" in control,
         )
         return spec, TurnState(unrecorded=unrecorded)

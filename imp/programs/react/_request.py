@@ -1,7 +1,9 @@
-"""One step's request and how its reply is read: tool calls, text, or why the request failed."""
+"""One step's request and how its reply is read: tool calls (native, or written as JSON text), text,
+or why the request failed."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
@@ -11,6 +13,7 @@ from typing import Any
 import anyio
 
 from imp._redact import redact_text
+from imp.adapters.json import find_json_object
 from imp.errors import (
     AdapterParseError,
     AuthenticationError,
@@ -25,24 +28,23 @@ from imp.models.base import LMResponse
 from imp.programs._stream_tap import current_tap
 from imp.programs.predict import LoopStep, request
 from imp.programs.react._messages import step_messages
-from imp.programs.react._replay import episode_boundaries
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import CALLS_FIELD, TerminationCause, TurnState
-from imp.programs.react._text import extract_written_calls, written_calls
 from imp.runtime.deadline import time_left
 from imp.runtime.events import ContextProjected
 from imp.runtime.run import emit
 from imp.tools import Tool
+from imp.values import load_json, unwrap_fence
 
 __all__ = [
     "MAX_PROJECTION_RETRIES",
     "Failure",
+    "MALFORMED_TOOL_CALL",
     "Reading",
+    "ask",
     "ends_turn",
     "error_text",
-    "read_step",
     "refuses_named_choice",
-    "request_step",
 ]
 
 MAX_PROJECTION_RETRIES = 8
@@ -65,6 +67,7 @@ class Failure:
 class Reading:
     """A step's reply as the loop reads it: its calls, its text (a thought or the answer), or a parse error."""
 
+    response: LMResponse
     calls: list[ToolCall]
     text: str | None = None
     error: AdapterParseError | None = None
@@ -89,7 +92,7 @@ def error_text(exc: BaseException) -> str:
     return redact_text(f"{type(exc).__name__}: {exc}")
 
 
-async def request_step(
+async def ask(
     spec: TurnSpec,
     state: TurnState,
     roster: Mapping[str, Tool],
@@ -98,12 +101,28 @@ async def request_step(
     options: Mapping[str, Any] | None = None,
     offered: Sequence[Tool] | None = None,
     thought_as_user: bool = False,
+) -> Reading | Failure:
+    """One step: its request offering `roster` (or only `offered`), and the reply as the loop reads it."""
+    response = await _send(
+        spec, state, roster, forced=forced, options=options, offered=offered, thought_as_user=thought_as_user
+    )
+    return response if isinstance(response, Failure) else _read(spec, state, response)
+
+
+async def _send(
+    spec: TurnSpec,
+    state: TurnState,
+    roster: Mapping[str, Tool],
+    *,
+    forced: bool,
+    options: Mapping[str, Any] | None,
+    offered: Sequence[Tool] | None,
+    thought_as_user: bool,
 ) -> LMResponse | Failure:
-    """One step request offering `roster` (or only `offered`), retried with older episodes left out
-    while the context window is full."""
+    """The request, retried with older episodes left out while the context window is full."""
     from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_none
 
-    boundaries = episode_boundaries(spec.base, list(spec.task.outputs))
+    boundaries = spec.episodes
 
     def remaining() -> list[int]:
         return [b for b in boundaries if b > state.cut]
@@ -172,7 +191,7 @@ async def request_step(
     raise AssertionError("the retry loop always returns or raises")
 
 
-def read_step(spec: TurnSpec, state: TurnState, response: LMResponse) -> Reading:
+def _read(spec: TurnSpec, state: TurnState, response: LMResponse) -> Reading:
     """The step's tool calls and its text (thought or answer), or the parse error."""
     calls = [
         c if c.id else ToolCall(f"call_{state.step}_{i}", c.name, c.arguments)
@@ -184,24 +203,84 @@ def read_step(spec: TurnSpec, state: TurnState, response: LMResponse) -> Reading
         value = response.fields.get(text_field)
         text = value if isinstance(value, str) else ""
     if not text.strip():
-        return Reading(calls)
+        return Reading(response, calls)
     # A model with native tools that wrote its calls as JSON text instead; in the written layout the
     # adapter's own reading comes first, so a thought and every call survive.
     if not calls and not spec.written:
         written = extract_written_calls(text, state.step)
         if written:
-            return Reading(written)
+            return Reading(response, written)
     try:
         parsed = spec.adapter.parse_text(spec.step_signature, text)
     except AdapterParseError as exc:
         if calls:
-            return Reading(calls, text.strip())
+            return Reading(response, calls, text.strip())
         written = extract_written_calls(text, state.step) if spec.written else []
-        return Reading(written) if written else Reading([], None, exc)
+        return Reading(response, written) if written else Reading(response, [], None, exc)
     if spec.written and not calls:
         calls = [
             call if call.id else ToolCall(f"call_{state.step}_{i}", call.name, call.arguments)
             for i, call in enumerate(written_calls(parsed.get(CALLS_FIELD) or [], state.step))
         ]
     value = parsed.get(text_field)
-    return Reading(calls, value if isinstance(value, str) and value.strip() else None)
+    return Reading(response, calls, value if isinstance(value, str) and value.strip() else None)
+
+
+# --- calls written as text ---------------------------------------------------------------------
+
+MALFORMED_TOOL_CALL = "__imp_malformed_tool_call__"
+_NAME_KEYS = ("name", "tool", "tool_name", "function")
+_ARG_KEYS = ("arguments", "args", "parameters", "input")
+
+
+def _as_call(item: Any, step: int, index: int) -> ToolCall | None:
+    if not isinstance(item, Mapping):
+        return None
+    fn = item.get("function")
+    source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else item
+    name = next((source[k] for k in _NAME_KEYS if isinstance(source.get(k), str)), None)
+    args = next((source[k] for k in _ARG_KEYS if k in source), None)
+    if isinstance(args, str):
+        try:
+            args = load_json(args)
+        except ValueError:
+            args = None
+    call_id = str(item.get("id") or f"call_{step}_{index}")
+    if name is None or not isinstance(args, Mapping | type(None)):
+        return ToolCall(call_id, MALFORMED_TOOL_CALL, {"received": json.dumps(item, default=str)[:2000]})
+    return ToolCall(call_id, name, dict(args or {}))
+
+
+def extract_written_calls(text: str, step: int) -> list[ToolCall]:
+    """Tool calls a model wrote as JSON text instead of making them (`{"tool": ..., "args": ...}` and kin)."""
+    body = unwrap_fence(text.strip()).strip()
+    if not body.startswith(("{", "[")):
+        block = find_json_object(body)
+        if block is None or len(block) < len(body) * 0.6:
+            return []
+        body = block
+    try:
+        value = load_json(body)
+    except ValueError:
+        return []
+    items: list[Any]
+    if isinstance(value, Mapping) and isinstance(value.get("tool_calls"), list):
+        items = list(value["tool_calls"])
+    elif isinstance(value, Mapping) and any(k in value for k in _NAME_KEYS) and any(k in value for k in _ARG_KEYS):
+        items = [value]
+    elif (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, Mapping) and any(k in v for k in _NAME_KEYS) for v in value)
+    ):
+        items = list(value)
+    else:
+        return []
+    calls = [_as_call(item, step, i) for i, item in enumerate(items)]
+    return [c for c in calls if c is not None]
+
+
+def written_calls(items: Sequence[Any], step: int) -> list[ToolCall]:
+    """The calls an LM wrote in its `tool_calls` output."""
+    calls = [_as_call(item, step, index) for index, item in enumerate(items)]
+    return [c for c in calls if c is not None]

@@ -20,7 +20,7 @@ from imp.signature import Signature
 from imp.tools import Tool, ToolError, ToolPolicy
 from imp.values import CoercionError, coerce_value
 
-__all__ = ["NOT_SENT", "FinishRule", "RuleKind", "TurnSpec", "check_outputs", "rule_for"]
+__all__ = ["NOT_SENT", "FinishRule", "RuleKind", "TurnSpec", "check_outputs", "episode_boundaries", "rule_for"]
 
 NOT_SENT = "Your message above was not sent."
 
@@ -107,6 +107,8 @@ class TurnSpec:
     """The call's inputs, checked against the signature."""
     base: History
     """The history given to the call."""
+    episodes: tuple[int, ...]
+    """Where the given history may be cut when the context window is full: after each answered step."""
     starts_turn: bool
     """The call asks something new (its inputs, or a note), so every given step is an earlier turn."""
 
@@ -130,3 +132,11 @@ def check_outputs(signature: Signature, values: Mapping[str, Any], tool_name: st
         return {name: coerce_value(field, values[name]) for name, field in signature.outputs.items()}
     except CoercionError as exc:
         raise ToolError(f"{tool_name} got outputs that do not fit: {exc}", outcome="refused") from None
+
+
+def episode_boundaries(base: History, output_names: Sequence[str]) -> list[int]:
+    """Cut positions after each step that holds every output (and after the last step)."""
+    cuts = [i + 1 for i, step in enumerate(base) if all(n in step.fields for n in output_names)]
+    if len(base) and (not cuts or cuts[-1] != len(base)):
+        cuts.append(len(base))
+    return cuts

@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from imp.history import History, Step, ToolCall
 from imp.records import plain
-from imp.runtime.deadline import time_left
 
 __all__ = [
     "CALLS_FIELD",
@@ -30,8 +29,6 @@ __all__ = [
     "TerminationCause",
     "TerminationReason",
     "TurnState",
-    "deadline_passed",
-    "incomplete",
 ]
 
 SUBMIT = "submit"
@@ -82,23 +79,13 @@ FinishOn = Callable[[Mapping[str, Any], Any, Mapping[str, Any]], "Finish | _Cont
 
 @dataclass(frozen=True, slots=True)
 class Ending:
-    """How a turn ended: its outputs (None without an answer), the reason, the cause, the finishing tool."""
+    """How a turn ended: its outputs, the reason, the cause, the finishing tool. With no outputs the
+    turn is incomplete: `Ending(cause="max_iters")`."""
 
-    outputs: Mapping[str, Any] | None
-    reason: TerminationReason
+    outputs: Mapping[str, Any] | None = None
+    reason: TerminationReason = "incomplete"
     cause: TerminationCause | None = None
     finished_by: str | None = None
-
-
-def deadline_passed() -> bool:
-    """Whether the deadline in force has passed."""
-    left = time_left()
-    return left is not None and left <= 0
-
-
-def incomplete(cause: TerminationCause | None) -> Ending:
-    """A turn that ended without an answer."""
-    return Ending(None, "incomplete", cause)
 
 
 STATE_VERSION = 1

@@ -11,7 +11,7 @@ import anyio
 from imp.history import Step, ToolCall, ToolResult
 from imp.models.base import LMResponse
 from imp.programs.react._spec import TurnSpec, check_outputs
-from imp.programs.react._state import SUBMIT, Ending, Finish, TurnState, incomplete
+from imp.programs.react._state import SUBMIT, Ending, Finish, TurnState
 from imp.runtime.deadline import time_left
 from imp.runtime.events import Reasoning
 from imp.runtime.run import current_run, emit
@@ -112,7 +112,7 @@ async def act(
     ran = await run_calls(spec, state, roster, calls, step)
     if ran.timed_out:
         state.add(replace(step, results=ran.results))
-        return incomplete("deadline_exceeded")
+        return Ending(cause="deadline_exceeded")
     ending, results = decide(spec, calls, ran.results) if decides else (None, ran.results)
     step = replace(step, results=results)
     if ending is not None and ending.outputs is not None:

@@ -10,7 +10,7 @@ import pytest
 
 import imp
 from imp.history import ToolCall, ToolResult
-from imp.programs.react._guidance import guidance_lines
+from imp.programs.react._messages import guidance_lines
 
 FORM = "{% for f in outputs %}{f.name}: {f.value}\n{% endfor %}"
 RATE = imp.Signature(
