@@ -107,7 +107,7 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": kept}
 
     @classmethod
-    def load(cls, data: Mapping[str, Any]) -> ToolCall:
+    def load(cls, data: Mapping[str, object]) -> ToolCall:
         """Read a call from its dump, or from an OpenAI-shaped or loosely named mapping."""
         fn = data.get("function")
         source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else data
@@ -327,7 +327,7 @@ class Step(Mapping[str, Any]):
         return {key: _plain(self[key]) for key in self}
 
     @classmethod
-    def load(cls, data: Mapping[str, Any]) -> Step:
+    def load(cls, data: Mapping[str, object]) -> Step:
         """Read a step from its saved shape (or any mapping of a turn: fields, names, loop keys)."""
         if isinstance(data, Step):
             return data
@@ -354,12 +354,12 @@ class Step(Mapping[str, Any]):
         return cls(fields=MappingProxyType(fields) if fields else _EMPTY, **values)
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> Any:
     """A JSON-friendly copy of a value that may hold records, datetimes or pydantic models."""
     return _plain(value)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     if isinstance(value, ToolCall | ToolResult | Step):
         return value.dump()
     if isinstance(value, Mapping):

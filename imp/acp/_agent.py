@@ -50,7 +50,7 @@ class SessionContext:
 class SessionStore(Protocol):
     """Where sessions' histories are kept between processes (enables `session/load`)."""
 
-    def save(self, session_id: str, history: Mapping[str, Any]) -> None: ...
+    def save(self, session_id: str, history: Mapping[str, object]) -> None: ...
 
     def load(self, session_id: str) -> Mapping[str, Any] | None: ...
 
@@ -94,7 +94,7 @@ class ImpAgent:
         self._sessions: dict[str, _Session] = {}
         self._conn: Any = None
 
-    def on_connect(self, conn: Any) -> None:
+    def on_connect(self, conn: object) -> None:
         self._conn = conn
 
     async def initialize(self, protocol_version: int, **_: Any) -> schema.InitializeResponse:
@@ -132,13 +132,13 @@ class ImpAgent:
         self._sessions[session_id] = session
         return session
 
-    async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> schema.NewSessionResponse:
+    async def new_session(self, cwd: str, mcp_servers: object = None, **_: Any) -> schema.NewSessionResponse:
         session_id = uuid.uuid4().hex
         await self._open(session_id, cwd, mcp_servers)
         return schema.NewSessionResponse(session_id=session_id)
 
     async def load_session(
-        self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
+        self, cwd: str, session_id: str, mcp_servers: object = None, **_: Any
     ) -> schema.LoadSessionResponse | None:
         saved = self._store.load(session_id) if self._store is not None else None
         if saved is None:
@@ -300,7 +300,7 @@ class ImpAgent:
             return imp.Allow()
         return imp.Deny("the user rejected this call")
 
-    async def _update(self, session_id: str, update: Any) -> None:
+    async def _update(self, session_id: str, update: object) -> None:
         await self._conn.session_update(session_id=session_id, update=update)
 
 
@@ -327,7 +327,7 @@ class _Seen:
         return (before or imp.History()).append(step)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A tool's output as the client shows it: text as it is, anything else as JSON."""
     if isinstance(value, str):
         return value

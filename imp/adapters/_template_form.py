@@ -87,7 +87,7 @@ class Form:
                 )
         return cls(tuple(texts), tuple(fields))
 
-    def write(self, values: Mapping[str, Any], missing: str) -> str:
+    def write(self, values: Mapping[str, object], missing: str) -> str:
         """The form filled with values (a demo's or a history turn's outputs)."""
         out = [self.texts[0]]
         for item, text in zip(self.fields, self.texts[1:], strict=True):

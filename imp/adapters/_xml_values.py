@@ -118,7 +118,7 @@ def elements(text: str, budget: Budget) -> list[tuple[str, str]]:
 # --- writing -----------------------------------------------------------------------------
 
 
-def to_xml(value: Any, indent: str = "") -> str:
+def to_xml(value: object, indent: str = "") -> str:
     """JSON-like data as nested tags (objects with non-XML keys, and empty ones, as JSON text)."""
     if isinstance(value, Mapping | list | tuple) and not value:
         # `[]` rather than an empty element: in `str | list[int]` an empty element is "".
@@ -132,7 +132,7 @@ def to_xml(value: Any, indent: str = "") -> str:
     return escape(render_value(value))
 
 
-def _nested(value: Any, indent: str) -> str:
+def _nested(value: object, indent: str) -> str:
     if isinstance(value, Mapping | list | tuple):
         inner = to_xml(value, indent + "  ")
         return f"\n{inner}\n{indent}" if inner.lstrip().startswith("<") else inner
@@ -142,7 +142,7 @@ def _nested(value: Any, indent: str) -> str:
 # --- reading -----------------------------------------------------------------------------
 
 
-def structured(annotation: Any) -> bool:
+def structured(annotation: object) -> bool:
     """Whether values of this annotation are written as nested tags (lists, objects, models)."""
     annotation = base_annotation(annotation)
     origin = typing.get_origin(annotation)
@@ -153,7 +153,7 @@ def structured(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
 
 
-def takes_tags(annotation: Any) -> bool:
+def takes_tags(annotation: object) -> bool:
     """Whether a field's value may be written as nested tags: structured, or a union with a structured member."""
     base = base_annotation(annotation)
     if structured(base):
@@ -161,7 +161,7 @@ def takes_tags(annotation: Any) -> bool:
     return typing.get_origin(base) in (Union, types.UnionType) and any(structured(a) for a in typing.get_args(base))
 
 
-def _member_types(annotation: Any) -> dict[str, Any] | None:
+def _member_types(annotation: object) -> dict[str, Any] | None:
     """The declared key -> type of an object annotation (by alias where the model has one), or None."""
     if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
         return {(f.alias or name): f.annotation for name, f in annotation.model_fields.items()}
@@ -170,7 +170,7 @@ def _member_types(annotation: Any) -> dict[str, Any] | None:
     return None
 
 
-def read_value(inner: str, annotation: Any, budget: Budget, depth: int = 1) -> Any:
+def read_value(inner: str, annotation: object, budget: Budget, depth: int = 1) -> Any:
     """An element's content as a value of `annotation`: nested tags by the type, leaves by their own type.
 
     What cannot be read as its type is left as text, for the field's validation to report.
@@ -211,7 +211,7 @@ def read_value(inner: str, annotation: Any, budget: Budget, depth: int = 1) -> A
     return out
 
 
-def _shaped_member(annotation: Any, children: list[tuple[str, str]]) -> Any:
+def _shaped_member(annotation: object, children: list[tuple[str, str]]) -> Any:
     """The member of a union that nested tags are written for: a list's for `<item>`s, else an object's."""
     if typing.get_origin(annotation) not in (Union, types.UnionType):
         return None
@@ -233,7 +233,7 @@ def _untyped(children: list[tuple[str, str]], budget: Budget, depth: int) -> Any
     return out
 
 
-def _leaf(text: str, annotation: Any) -> Any:
+def _leaf(text: str, annotation: object) -> Any:
     if annotation is Any:
         try:
             return json.loads(text)

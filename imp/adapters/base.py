@@ -123,7 +123,7 @@ class FormatOptions:
 _DEFAULT_OPTIONS = FormatOptions()
 
 
-def message_name(value: Any) -> str | None:
+def message_name(value: object) -> str | None:
     """A participant name is used only when it is a non-empty string."""
     return value if isinstance(value, str) and value else None
 
@@ -164,7 +164,7 @@ class Adapter(abc.ABC):
     # --- dialect hooks -------------------------------------------------------------------
 
     @abc.abstractmethod
-    def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
+    def default_system(self, signature: Signature, options: Mapping[str, object]) -> str:
         """The system message this dialect writes."""
 
     @abc.abstractmethod
@@ -172,7 +172,7 @@ class Adapter(abc.ABC):
         """One input's section in a user message."""
 
     @abc.abstractmethod
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         """An assistant message holding outputs (demos and history turns)."""
 
     @abc.abstractmethod
@@ -196,7 +196,7 @@ class Adapter(abc.ABC):
         """One field's value under this dialect's marker, as a user message shows it (`[[ ## name ## ]]`)."""
         return f"[[ ## {name} ## ]]\n{text}"
 
-    def reply_text(self, signature: Signature, values: Mapping[str, Any]) -> str:
+    def reply_text(self, signature: Signature, values: Mapping[str, object]) -> str:
         """Output values written the way this dialect asks the model to reply (a tool loop replays its steps so)."""
         return self.default_outputs(signature, values, MISSING_IN_HISTORY).strip()
 
@@ -205,12 +205,12 @@ class Adapter(abc.ABC):
         does not say gets `WholeReply`: its fields arrive whole, read by `parse_text`, when the reply ends."""
         return WholeReply(self.parse_text, signature)
 
-    def check(self, signature: Signature, demos: Sequence[Mapping[str, Any]] = ()) -> None:  # noqa: B027 - optional hook
+    def check(self, signature: Signature, demos: Sequence[Mapping[str, object]] = ()) -> None:  # noqa: B027 - optional hook
         """Refuse, when a program is built, a signature or demos this dialect cannot write and read back."""
 
     # --- formatting ----------------------------------------------------------------------
 
-    def format(self, signature: Signature, inputs: Mapping[str, Any], **options: Any) -> list[Message]:
+    def format(self, signature: Signature, inputs: Mapping[str, object], **options: Any) -> list[Message]:
         """The messages for one request: system, demos, history turns, then the request."""
         return self.format_with(signature, inputs, FormatOptions.read(options))
 
@@ -245,7 +245,7 @@ class Adapter(abc.ABC):
         render_opts["default_system"] = self.default_system
         return opts.system_renderer(signature, render_opts)
 
-    def render_section(self, field: Field, value: Any, opts: FormatOptions) -> str:
+    def render_section(self, field: Field, value: object, opts: FormatOptions) -> str:
         """One input section, through `input_section_renderer` when one is given."""
         formatted = render_value(value, field)
         if opts.input_section_renderer is not None:
@@ -255,7 +255,7 @@ class Adapter(abc.ABC):
     def user_content(
         self,
         signature: Signature,
-        values: Mapping[str, Any],
+        values: Mapping[str, object],
         opts: FormatOptions,
         *,
         prefix: str = "",
@@ -276,7 +276,7 @@ class Adapter(abc.ABC):
         return "\n\n".join(parts).strip()
 
     def render_outputs(
-        self, signature: Signature, outputs: Mapping[str, Any], missing_message: str, opts: FormatOptions
+        self, signature: Signature, outputs: Mapping[str, object], missing_message: str, opts: FormatOptions
     ) -> str:
         """An assistant message with outputs, through `output_renderer` when one is given."""
         renderer = opts.output_renderer
@@ -289,7 +289,7 @@ class Adapter(abc.ABC):
         return renderer(signature, outputs, missing_message)
 
     def format_demos(
-        self, signature: Signature, demos: Sequence[Mapping[str, Any]], opts: FormatOptions
+        self, signature: Signature, demos: Sequence[Mapping[str, object]], opts: FormatOptions
     ) -> list[Message]:
         """Demos as user/assistant pairs: incomplete ones (marked) first, then complete ones."""
         complete: list[Mapping[str, Any]] = []
@@ -392,7 +392,7 @@ class Adapter(abc.ABC):
 
     # --- parsing -------------------------------------------------------------------------
 
-    def parse(self, signature: Signature, completion: str | Mapping[str, Any] | Prediction) -> dict[str, Any]:
+    def parse(self, signature: Signature, completion: str | Mapping[str, object] | Prediction) -> dict[str, Any]:
         """The output fields of a reply (text, a mapping of fields, or a Prediction)."""
         if isinstance(completion, Prediction):
             return self.parse_mapping(signature, completion.fields)
@@ -416,7 +416,7 @@ class Adapter(abc.ABC):
             return None
         return self.complete(signature, {text_field: text.strip()}, completion=text)
 
-    def parse_mapping(self, signature: Signature, values: Mapping[str, Any]) -> dict[str, Any]:
+    def parse_mapping(self, signature: Signature, values: Mapping[str, object]) -> dict[str, Any]:
         """Coerce and complete a mapping of output fields."""
         present = {k: v for k, v in values.items() if k in signature.outputs}
         return self.complete(signature, present, completion=values, coerce=coerce_value)
@@ -424,9 +424,9 @@ class Adapter(abc.ABC):
     def complete(
         self,
         signature: Signature,
-        found: Mapping[str, Any],
+        found: Mapping[str, object],
         *,
-        completion: str | Mapping[str, Any],
+        completion: str | Mapping[str, object],
         coerce: Callable[[Field, Any], Any] = coerce_text,
     ) -> dict[str, Any]:
         """Coerce each found value; fill absent outputs from defaults or None; refuse what is missing."""

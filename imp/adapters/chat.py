@@ -82,7 +82,7 @@ class ChatAdapter(Adapter):
     def input_section(self, field: Field, formatted_value: str) -> str:
         return f"[[ ## {field.name} ## ]]\n{formatted_value}"
 
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         sections = [
             f"[[ ## {name} ## ]]\n{render_value(outputs[name], f) if name in outputs else missing_message}"
             for name, f in signature.outputs.items()

@@ -48,7 +48,7 @@ def find_json_object(text: str) -> str | None:
     return None
 
 
-def _strict(node: Any) -> bool:
+def _strict(node: object) -> bool:
     """Make every object closed with all properties required; False if an object is open-ended."""
     if isinstance(node, dict):
         if node.get("type") == "object" or "properties" in node:
@@ -97,7 +97,7 @@ class JSONAdapter(Adapter):
     def input_section(self, field: Field, formatted_value: str) -> str:
         return f"[[ ## {field.name} ## ]]\n{formatted_value}"
 
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         body = {n: to_jsonable_python(outputs[n]) if n in outputs else missing_message for n in signature.outputs}
         return json.dumps(body, indent=2, ensure_ascii=False)
 

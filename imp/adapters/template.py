@@ -88,7 +88,7 @@ def turns() -> Turns:
 TemplateItem = TemplateMessage | Turns | Mapping[str, Any]
 
 
-def _item(item: Any, index: int) -> TemplateMessage | Turns:
+def _item(item: object, index: int) -> TemplateMessage | Turns:
     if isinstance(item, TemplateMessage | Turns):
         return item
     if isinstance(item, Mapping):
@@ -193,7 +193,7 @@ class TemplateAdapter(Adapter):
         ]
 
     @classmethod
-    def load(cls, data: Sequence[Mapping[str, Any]]) -> TemplateAdapter:
+    def load(cls, data: Sequence[Mapping[str, object]]) -> TemplateAdapter:
         """A template adapter from `dump()` output."""
         return cls([turns() if dict(x) == {"role": "turns"} else x for x in data])
 
@@ -208,7 +208,7 @@ class TemplateAdapter(Adapter):
 
     # --- checking a template against a signature -----------------------------------------
 
-    def check(self, signature: Signature, demos: Sequence[Mapping[str, Any]] = ()) -> None:
+    def check(self, signature: Signature, demos: Sequence[Mapping[str, object]] = ()) -> None:
         """Refuse a template that names what the signature lacks, whose replies could not be read back,
         or a demo that could not be written unambiguously."""
         task = signature.without(signature.history_field) if signature.history_field else signature
@@ -354,7 +354,7 @@ class TemplateAdapter(Adapter):
     def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
         return self._head_system(signature, options.get("inputs") or {}, FormatOptions.read(options))
 
-    def _head_system(self, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
+    def _head_system(self, signature: Signature, values: Mapping[str, object], opts: FormatOptions) -> str:
         bound = self._bind(signature)
         if bound.system is not None and opts.guidance is None and opts.agent_line == DEFAULT_AGENT_LINE:
             return bound.system
@@ -364,7 +364,7 @@ class TemplateAdapter(Adapter):
     def input_section(self, field: Field, formatted_value: str) -> str:
         return formatted_value
 
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         bound = self._bind(signature)
         if bound.form is not None:
             return bound.form.write(outputs, missing_message)
@@ -378,7 +378,7 @@ class TemplateAdapter(Adapter):
 
     # --- formatting ----------------------------------------------------------------------
 
-    def _render(self, part: _Part, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
+    def _render(self, part: _Part, signature: Signature, values: Mapping[str, object], opts: FormatOptions) -> str:
         bound = self._bind(signature)
         fields = signature.inputs
         out: list[str] = []
@@ -450,7 +450,7 @@ class TemplateAdapter(Adapter):
             messages.append({"role": "assistant", "content": self._prefill})
         return messages
 
-    def _system_text(self, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
+    def _system_text(self, signature: Signature, values: Mapping[str, object], opts: FormatOptions) -> str:
         """The system message, through `system_renderer` when one is given (its default sees the inputs)."""
         if opts.system_renderer is None:
             last = self._last
@@ -460,7 +460,7 @@ class TemplateAdapter(Adapter):
             return self._head_system(signature, values, opts)
         render_opts = opts.as_dict()
 
-        def default(sig: Signature, options: Mapping[str, Any]) -> str:
+        def default(sig: Signature, options: Mapping[str, object]) -> str:
             return self.default_system(sig, {**options, "inputs": values})
 
         render_opts["default_system"] = default
@@ -469,7 +469,7 @@ class TemplateAdapter(Adapter):
     def user_content(
         self,
         signature: Signature,
-        values: Mapping[str, Any],
+        values: Mapping[str, object],
         opts: FormatOptions,
         *,
         prefix: str = "",
@@ -482,7 +482,7 @@ class TemplateAdapter(Adapter):
         body = "\n\n".join(t for t in texts if t.strip())
         return f"{prefix}\n\n{body}".strip() if prefix else body
 
-    def check_demos(self, signature: Signature, demos: Sequence[Mapping[str, Any]]) -> None:
+    def check_demos(self, signature: Signature, demos: Sequence[Mapping[str, object]]) -> None:
         """Refuse a demo whose output value holds the form's text after it (it could not be read back)."""
         form = self._bind(signature).form
         if form is None:
@@ -569,7 +569,7 @@ class TemplateJSONAdapter(TemplateAdapter):
             nodes[start:stop] = [*lead, skeleton, *tail]
         return tuple(nodes)
 
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         return JSONAdapter().default_outputs(signature, outputs, missing_message)
 
     def response_instruction(self, signature: Signature) -> str | None:

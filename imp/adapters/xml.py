@@ -67,7 +67,7 @@ class XMLAdapter(Adapter):
     def field_section(self, name: str, text: str) -> str:
         return f"<{name}>\n{text}\n</{name}>"
 
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         parts = []
         for name in signature.outputs:
             if name not in outputs:
@@ -147,7 +147,7 @@ def _decode(text: str) -> str:
     return _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
 
 
-def _coerce(field: Field, value: Any) -> Any:
+def _coerce(field: Field, value: object) -> Any:
     if isinstance(value, str):
         return coerce_text(field, value)
     if value is None and not field.optional:

@@ -9,6 +9,7 @@ programs, on asyncio and trio alike.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,28 +115,12 @@ class OtelSink:
         self._handle(run.call_id, run.parent_id, kind, at, payload)
 
     def _handle(self, call_id: str, parent_id: str | None, kind: str, at: float, payload: Payload) -> None:
-        match payload:
-            case RunStarted():
-                self._run_started(call_id, parent_id, at, payload)
-            case RunFinished() | RunFailed() | RunCancelled():
-                self._run_ended(call_id, at, payload)
-            case ModelRequest():
-                self._model_request(call_id, at, payload)
-            case ModelRetry():
-                self._model_retry(call_id, at, payload)
-            case ModelResponse():
-                self._model_response(call_id, at, payload)
-            case ModelError():
-                self._model_error(call_id, at, payload)
-            case ToolCalled():
-                self._tool_call(call_id, at, payload)
-            case ToolReturned():
-                self._tool_result(call_id, at, payload)
-            case _:
-                call = self._calls.get(call_id)
-                if call is not None:
-                    attributes = _event_attributes(payload, self.include_content)
-                    (call.chat or call.span).add_event(f"imp.{kind}", attributes, _ns(at))
+        handler = _HANDLERS.get(type(payload))
+        if handler is not None:
+            handler(self, call_id, parent_id, at, payload)
+        elif (call := self._calls.get(call_id)) is not None:
+            attributes = _event_attributes(payload, self.include_content)
+            (call.chat or call.span).add_event(f"imp.{kind}", attributes, _ns(at))
 
     # --- one call ---------------------------------------------------------------------------------
 
@@ -169,7 +154,9 @@ class OtelSink:
             token = otel_context.attach(context)
         self._calls[call_id] = _Call(span, context, token)
 
-    def _run_ended(self, call_id: str, at: float, payload: RunFinished | RunFailed | RunCancelled) -> None:
+    def _run_ended(
+        self, call_id: str, parent_id: str | None, at: float, payload: RunFinished | RunFailed | RunCancelled
+    ) -> None:
         call = self._calls.pop(call_id, None)
         if call is None:
             return
@@ -196,7 +183,7 @@ class OtelSink:
 
     # --- LM requests --------------------------------------------------------------------------------
 
-    def _model_request(self, call_id: str, at: float, payload: ModelRequest) -> None:
+    def _model_request(self, call_id: str, parent_id: str | None, at: float, payload: ModelRequest) -> None:
         call = self._calls.get(call_id)
         if call is None:
             return
@@ -220,7 +207,7 @@ class OtelSink:
             attributes=attributes,
         )
 
-    def _model_retry(self, call_id: str, at: float, payload: ModelRetry) -> None:
+    def _model_retry(self, call_id: str, parent_id: str | None, at: float, payload: ModelRetry) -> None:
         call = self._calls.get(call_id)
         if call is None:
             return
@@ -233,7 +220,7 @@ class OtelSink:
             attributes["http.response.status_code"] = payload.status
         (call.chat or call.span).add_event("imp.retry", attributes, _ns(at))
 
-    def _model_response(self, call_id: str, at: float, payload: ModelResponse) -> None:
+    def _model_response(self, call_id: str, parent_id: str | None, at: float, payload: ModelResponse) -> None:
         call = self._calls.get(call_id)
         if call is None or call.chat is None:
             return
@@ -257,7 +244,7 @@ class OtelSink:
         self._exchange_attributes(span, payload)
         span.end(_ns(at))
 
-    def _model_error(self, call_id: str, at: float, payload: ModelError) -> None:
+    def _model_error(self, call_id: str, parent_id: str | None, at: float, payload: ModelError) -> None:
         call = self._calls.get(call_id)
         if call is None or call.chat is None:
             return
@@ -315,7 +302,7 @@ class OtelSink:
 
     # --- tool calls -----------------------------------------------------------------------------------
 
-    def _tool_call(self, call_id: str, at: float, payload: ToolCalled) -> None:
+    def _tool_call(self, call_id: str, parent_id: str | None, at: float, payload: ToolCalled) -> None:
         call = self._calls.get(call_id)
         if call is None:
             return
@@ -337,7 +324,7 @@ class OtelSink:
             attributes=attributes,
         )
 
-    def _tool_result(self, call_id: str, at: float, payload: ToolReturned) -> None:
+    def _tool_result(self, call_id: str, parent_id: str | None, at: float, payload: ToolReturned) -> None:
         call = self._calls.get(call_id)
         tool_call_id = redact_text(payload.tool_call_id)
         span = call.tools.pop(tool_call_id, None) if call is not None else None
@@ -366,6 +353,20 @@ def _event_attributes(payload: Payload, include_content: bool) -> dict[str, Attr
             out[f"imp.{key}"] = _text(value)
     return out
 
+
+_HANDLERS: dict[type[Payload], Callable[[OtelSink, str, str | None, float, Any], None]] = {
+    RunStarted: OtelSink._run_started,
+    RunFinished: OtelSink._run_ended,
+    RunFailed: OtelSink._run_ended,
+    RunCancelled: OtelSink._run_ended,
+    ModelRequest: OtelSink._model_request,
+    ModelRetry: OtelSink._model_retry,
+    ModelResponse: OtelSink._model_response,
+    ModelError: OtelSink._model_error,
+    ToolCalled: OtelSink._tool_call,
+    ToolReturned: OtelSink._tool_result,
+}
+"""Each of imp's payload types the sink turns into spans (the others become span events)."""
 
 _installed: OtelSink | None = None
 

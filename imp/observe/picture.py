@@ -137,7 +137,7 @@ def load_events(path: str | Path) -> list[Event]:
     return events
 
 
-def _event(data: Any, where: str) -> Event:
+def _event(data: object, where: str) -> Event:
     if isinstance(data, Event):
         return data
     if not isinstance(data, Mapping) or not isinstance(data.get("kind"), str):
@@ -153,7 +153,7 @@ def _event(data: Any, where: str) -> Event:
     )
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return redact_text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
 
 

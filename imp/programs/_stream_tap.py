@@ -79,7 +79,11 @@ def set_tap(tap: Tap | None) -> Any:
 
 
 async def streamed_request(
-    tap: Tap, lm: LM, messages: Sequence[Message], options: Mapping[str, Any], reader: tuple[Adapter, Signature] | None
+    tap: Tap,
+    lm: LM,
+    messages: Sequence[Message],
+    options: Mapping[str, object],
+    reader: tuple[Adapter, Signature] | None,
 ) -> LMResponse:
     """One LM request sent streamed: its reasoning and field deltas go to `tap`, the fields read as
     `reader`'s adapter splits its replies (its `field_splitter`); returns the whole response."""

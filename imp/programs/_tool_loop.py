@@ -76,6 +76,6 @@ class ToolLoop:
         """The same loop with another roster."""
         return replace(self, tools=tuple(tools))
 
-    def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> Self:
+    def with_demos(self, demos: Sequence[Mapping[str, object]]) -> Self:
         """The same loop with these demos (signature-shaped examples)."""
         return replace(self, demos=check_loop_demos(demos))

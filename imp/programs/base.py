@@ -36,7 +36,7 @@ class Program(abc.ABC):
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
         """Run once on these inputs (already merged into one dict)."""
 
-    def render(self, inputs: Mapping[str, Any] | None = None, /, **fields: Any) -> RenderedRequest:
+    def render(self, inputs: Mapping[str, object] | None = None, /, **fields: Any) -> RenderedRequest:
         """The exact first request (messages and options) this program would send for these inputs, not sent."""
         from imp.programs.rendered import render
 
@@ -64,7 +64,7 @@ class Program(abc.ABC):
         self,
         *,
         instructions: Mapping[str, str] | None = None,
-        demos: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        demos: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
         tool_descriptions: Mapping[str, str] | None = None,
         tools: Sequence[Tool] | None = None,
     ) -> Program:
@@ -108,10 +108,10 @@ class Program(abc.ABC):
 
 async def call(
     program: Program,
-    inputs: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, object] | None = None,
     /,
     *,
-    authorize: Any = None,
+    authorize: object = None,
     on_event: EventSink | None = None,
     **fields: Any,
 ) -> Prediction:
@@ -152,7 +152,7 @@ async def call(
         return prediction
 
 
-def start_call(program: Program, inputs: Mapping[str, Any]) -> Coroutine[Any, Any, Prediction]:
+def start_call(program: Program, inputs: Mapping[str, object]) -> Coroutine[Any, Any, Prediction]:
     """`call(program, inputs)` for a checked program and inputs, started where it will be awaited:
     the program's own `acall` coroutine when `call` would only await it (no run, no deadline), one
     coroutine frame fewer per call in flight (`imp.parallel` starts its items this way)."""
@@ -183,7 +183,7 @@ async def _run_until(program: Program, inputs: dict[str, Any], left: float) -> P
         raise DeadlineExceeded("the deadline passed while the call was running") from None
 
 
-def call_sync(program: Program, inputs: Mapping[str, Any] | None = None, /, **fields: Any) -> Prediction:
+def call_sync(program: Program, inputs: Mapping[str, object] | None = None, /, **fields: Any) -> Prediction:
     """`imp.call` for scripts and notebooks: runs its own event loop, on a helper thread when one is
     already running in this thread (a notebook's), which then waits; in async code, `await imp.call`."""
     return run_sync(functools.partial(call, program, inputs, **fields))

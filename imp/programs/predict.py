@@ -45,7 +45,7 @@ _REQUEST_OPTIONS = frozenset(
 _METADATA_INPUTS = frozenset({"user_name"})
 
 
-def check_options(kind: str, options: Mapping[str, Any], known: frozenset[str]) -> None:
+def check_options(kind: str, options: Mapping[str, object], known: frozenset[str]) -> None:
     """Refuse options a program does not know, naming them (request options belong in `config`)."""
     unknown = sorted(set(options) - known)
     if not unknown:
@@ -60,7 +60,7 @@ _NUMBER_OPTIONS = frozenset({"timeout", "temperature", "top_p"})
 _COUNT_OPTIONS = frozenset({"max_tokens", "n", "seed"})
 
 
-def check_config(config: Any, *, option: str = "config") -> Mapping[str, Any]:
+def check_config(config: object, *, option: str = "config") -> Mapping[str, Any]:
     """Refuse request options of the wrong kind when the program is built (`timeout="10"`)."""
     if not isinstance(config, Mapping):
         raise TypeError(f"{option} must be a mapping of request options, got {type(config).__name__}")
@@ -76,7 +76,7 @@ def check_config(config: Any, *, option: str = "config") -> Mapping[str, Any]:
     return config
 
 
-def check_lm(lm: Any) -> LM | None:
+def check_lm(lm: object) -> LM | None:
     """Refuse an `lm=` that is not an LM client (a model string names one through `imp.lm`)."""
     if lm is None or isinstance(lm, LM):
         return lm
@@ -87,7 +87,7 @@ def check_lm(lm: Any) -> LM | None:
     return typing.cast(LM, lm)
 
 
-def check_demos(demos: Any) -> tuple[Mapping[str, Any], ...]:
+def check_demos(demos: object) -> tuple[Mapping[str, Any], ...]:
     """Demos as a tuple, each a mapping of fields (or an `imp.Example`); a string is refused."""
     if isinstance(demos, str | bytes | Mapping) or not isinstance(demos, Iterable):
         raise TypeError(f"demos is a list of mappings of fields, got {type(demos).__name__}")
@@ -121,7 +121,7 @@ def _unknown_inputs_message(unknown: list[str]) -> str:
     return message + "".join(f"; {hint}" for hint in dict.fromkeys(hints))
 
 
-def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str, Any]:
+def prepare_inputs(signature: Signature, inputs: Mapping[str, object]) -> dict[str, Any]:
     """Fill input defaults, warn about unknown inputs, refuse missing or ill-fitting ones (before any LM call).
 
     A required input (no default, None not allowed) given None is refused: a JSON body's `null`
@@ -177,7 +177,7 @@ class LoopStep:
 async def request(
     lm: LM,
     messages: list[Message],
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     *,
     program: str | None = None,
     reads: tuple[Adapter, Signature] | None = None,
@@ -224,7 +224,7 @@ def request_started(lm: LM, messages: list[Message], loop: LoopStep | None) -> R
     return run
 
 
-def sent_options(lm: LM, options: Mapping[str, Any]) -> Mapping[str, Any]:
+def sent_options(lm: LM, options: Mapping[str, object]) -> Mapping[str, Any]:
     """What was sent: the client's own default options (`imp.lm(..., temperature=0.2)`) under the request's."""
     defaults = lm.defaults
     return {**defaults, **options} if defaults else options
@@ -233,7 +233,7 @@ def sent_options(lm: LM, options: Mapping[str, Any]) -> Mapping[str, Any]:
 def request_failed(
     lm: LM,
     messages: list[Message],
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     error: LMError,
     run: Run | None,
     started: float,
@@ -249,7 +249,7 @@ def request_failed(
 def request_finished(
     lm: LM,
     messages: list[Message],
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     response: LMResponse,
     run: Run | None,
     started: float,
@@ -271,7 +271,7 @@ def model_response(lm: LM, response: LMResponse, duration: float, loop: LoopStep
     return ModelResponse(
         f"{lm.provider}:{lm.model}",
         response.finish_reason,
-        tuple(c.name for c in response.tool_calls),
+        tuple([c.name for c in response.tool_calls]) if response.tool_calls else (),
         response.usage,
         response.cache_hit,
         round(duration, 6),
@@ -294,7 +294,7 @@ def model_error(lm: LM, error: LMError, duration: float, loop: LoopStep | None) 
     )
 
 
-def request_options(adapter: Adapter, signature: Signature, lm: LM, config: Mapping[str, Any]) -> Mapping[str, Any]:
+def request_options(adapter: Adapter, signature: Signature, lm: LM, config: Mapping[str, object]) -> Mapping[str, Any]:
     """The options of a request: the adapter's for this LM (structured output) under the program's
     `config`; `config` itself when the adapter adds none (no new dict kept while the request waits)."""
     extra = adapter.request_options(signature, lm)
@@ -348,7 +348,7 @@ class Predict(Program):
         """The same program pinned to another LM."""
         return replace(self, lm=lm)
 
-    def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> Predict:
+    def with_demos(self, demos: Sequence[Mapping[str, object]]) -> Predict:
         """The same program with other demos."""
         return replace(self, demos=tuple(demos))
 

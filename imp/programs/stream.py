@@ -31,10 +31,10 @@ class _Done:
 
 async def stream(
     program: Program,
-    inputs: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, object] | None = None,
     /,
     *,
-    authorize: Any = None,
+    authorize: object = None,
     on_event: EventSink | None = None,
     deadline: float | None = None,
     **fields: Any,
@@ -59,7 +59,7 @@ async def stream(
 
     def forward(event: Event) -> None:
         payload = event.payload
-        if tap.call_id is None and isinstance(payload, RunStarted):
+        if tap.call_id is None and type(payload) is RunStarted:
             tap.call_id = event.call_id  # the streamed call's own run: the first to start
         elif event.call_id == tap.call_id:
             if isinstance(payload, ToolCalled):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -68,8 +68,12 @@ _STRING_KEEP = 1024
 _ITEMS_KEEP = 32
 
 
-class Payload(Mapping[str, Any]):
-    """What one event says, by kind; also readable as the mapping it dumps to."""
+class Payload:
+    """What one event says, by kind; also readable as the mapping it dumps to.
+
+    A plain class registered as a `Mapping` (not derived from the ABC), so telling payloads apart is
+    a plain type check on every event a sink receives.
+    """
 
     __slots__ = ()
     kind: ClassVar[str]
@@ -130,9 +134,45 @@ class Payload(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self.dump())
 
+    def __contains__(self, key: object) -> bool:
+        return key in self.dump()
+
+    def get(self, key: str, default: object = None) -> Any:
+        """The value under `key` in the payload's mapping, or `default`."""
+        return self.dump().get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        """The keys of the payload's mapping."""
+        return self.dump().keys()
+
+    def items(self) -> ItemsView[str, Any]:
+        """The items of the payload's mapping."""
+        return self.dump().items()
+
+    def values(self) -> ValuesView[Any]:
+        """The values of the payload's mapping."""
+        return self.dump().values()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Payload | Mapping):
+            return self.dump() == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to the mapping it dumps to, which is not hashable
+
+    # Read-only, as an event every sink sees must be (one guard here rather than a frozen
+    # dataclass's pair of generated methods in each record: they are built when imp is imported).
+    def __setattr__(self, name: str, value: object) -> None:
+        raise dataclasses.FrozenInstanceError(f"an event payload is read-only: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"an event payload is read-only: cannot delete {name!r}")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.dump()!r})"
 
+
+Mapping.register(Payload)
 
 _LAYOUTS: dict[type, tuple[tuple[str, bool], ...]] = {}
 _OPEN: dict[type, frozenset[str]] = {}
@@ -160,17 +200,17 @@ def _open_fields(cls: type) -> frozenset[str]:
     return found
 
 
-def _redacted(value: Any) -> Any:
+def _redacted(value: object) -> Any:
     if value is None or isinstance(value, bool | int | float | Usage):
         return value
     return redact(value)
 
 
-def _size(value: Any) -> int:
+def _size(value: object) -> int:
     return len(json.dumps(value, default=str, ensure_ascii=False).encode())
 
 
-def _shrink(value: Any, depth: int = 0) -> Any:
+def _shrink(value: object, depth: int = 0) -> Any:
     if isinstance(value, str):
         if len(value) <= _STRING_KEEP:
             return value
@@ -189,7 +229,7 @@ def _shrink(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _preview(value: Any, keep: int = _STRING_KEEP) -> str:
+def _preview(value: object, keep: int = _STRING_KEEP) -> str:
     try:
         text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
     except Exception:
@@ -223,7 +263,7 @@ def bound_payload(payload: dict[str, Any], limit: int = MAX_EVENT_BYTES) -> dict
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class RunStarted(Payload):
     """A call began: which program (its class name)."""
 
@@ -233,7 +273,7 @@ class RunStarted(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class RunFinished(Payload):
     """A call returned its Prediction: whether complete, and why the turn ended (a loop's reason and cause)."""
 
@@ -245,7 +285,7 @@ class RunFinished(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class RunFailed(Payload):
     """A call raised: the error as `Type: message`."""
 
@@ -256,7 +296,7 @@ class RunFailed(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class RunCancelled(Payload):
     """A call was cancelled."""
 
@@ -268,7 +308,7 @@ class RunCancelled(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class ModelRequest(Payload):
     """An LM request is sent: the model (`provider:model`) and how many messages; a loop adds its step."""
 
@@ -286,7 +326,7 @@ class ModelRequest(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class ModelResponse(Payload):
     """An LM request was answered: the model, finish reason, the tools the reply called, usage, duration."""
 
@@ -311,7 +351,7 @@ class ModelResponse(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class ModelError(Payload):
     """An LM request failed: the model, status, error type and whether it was retryable, the error, duration."""
 
@@ -329,7 +369,7 @@ class ModelError(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class ModelRetry(Payload):
     """One attempt of an LM request failed and is retried after `wait` seconds."""
 
@@ -345,7 +385,7 @@ class ModelRetry(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class ModelContent(Payload):
     """What an answered or failed LM request sent and got back (`imp.observe.Recorder(content=True)`)."""
 
@@ -362,7 +402,7 @@ class ModelContent(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class ToolCalled(Payload):
     """A tool call was received (before its lookup, policy, schema and authorization): `index` in its step."""
 
@@ -376,7 +416,7 @@ class ToolCalled(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class ToolReturned(Payload):
     """A tool call ended: its output or error, its outcome, and the seconds since its `tool_call`."""
 
@@ -393,7 +433,7 @@ class ToolReturned(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class Reasoning(Payload):
     """A loop step's thought (the text the model wrote beside its calls, or alone)."""
 
@@ -406,7 +446,7 @@ class Reasoning(Payload):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class ContextProjected(Payload):
     """A request over the context window is sent again with older steps left out."""
 
@@ -422,7 +462,7 @@ class ContextProjected(Payload):
     original_size: int | None = None
 
 
-class Custom(dict[str, Any], Payload):  # a dict, so it serializes as the mapping emitted
+class Custom(dict[str, Any], Payload):  # type: ignore[misc]  # a dict, so it serializes as emitted; dict's own get and views
     """An event of a program's own (`emit("lookup", url=...)`), or one that does not fit its kind's record:
     the mapping as emitted (redacted and cut to size like any payload)."""
 

@@ -69,7 +69,13 @@ class Event:
     payload: Payload
 
     def __init__(
-        self, seq: int, call_id: str, parent_id: str | None, kind: str, at: float, payload: Payload | Mapping[str, Any]
+        self,
+        seq: int,
+        call_id: str,
+        parent_id: str | None,
+        kind: str,
+        at: float,
+        payload: Payload | Mapping[str, object],
     ) -> None:
         _set_seq(self, seq)
         _set_call_id(self, call_id)
@@ -268,7 +274,7 @@ def run_needed() -> bool:
     return _current.get() is not None or bool(_process_sinks) or logs_enabled()
 
 
-def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> Run:
+def run_scope(*, on_event: EventSink | None = None, authorize: object = None) -> Run:
     """Open a run for one call (`with run_scope(...) as run:`); a nested call inherits its parent's
     sink and authorizer.
 

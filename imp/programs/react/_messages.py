@@ -209,11 +209,11 @@ def replay_turns(spec: TurnSpec, steps: Sequence[Step], actions_before: int) -> 
 
 
 def note_renderer(
-    host: Callable[[Signature, Mapping[str, Any]], str | None] | None,
+    host: Callable[[Signature, Mapping[str, object]], str | None] | None,
 ) -> Callable[[Signature, Mapping[str, Any]], str | None]:
     """The loop's note for a turn, then the host's `history_note_renderer` (both when both speak)."""
 
-    def render(signature: Signature, turn: Mapping[str, Any]) -> str | None:
+    def render(signature: Signature, turn: Mapping[str, object]) -> str | None:
         own = turn.loop_note if isinstance(turn, Step) else None
         shown = replace(turn, loop_note=None) if isinstance(turn, Step) and own else turn
         theirs = host(signature, shown) if host is not None else None
@@ -226,7 +226,7 @@ def note_renderer(
 def plain_text_renderer(name: str | None) -> Callable[[Signature, Mapping[str, Any], str], str]:
     """A text answer replays as the plain text the model wrote."""
 
-    def render(signature: Signature, outputs: Mapping[str, Any], missing: str) -> str:
+    def render(signature: Signature, outputs: Mapping[str, object], missing: str) -> str:
         value = outputs.get(name or "")
         return "" if value is None else render_value(value)
 
@@ -244,7 +244,7 @@ def current_turn_start(base: History, visible: int, starts_turn: bool, task: Sig
     return 0
 
 
-def demo_steps(demos: Sequence[Mapping[str, Any]], task: Signature, has_submit: bool) -> tuple[Step, ...]:
+def demo_steps(demos: Sequence[Mapping[str, object]], task: Signature, has_submit: bool) -> tuple[Step, ...]:
     """The program's demos as finished turns: the inputs, then the answer as this turn would give it.
 
     With `submit` a demo is a `submit` call and its result; with a text answer, the text; under

@@ -176,7 +176,7 @@ class ReAct(ToolLoop, Program):
         schema = {**schema, "required": list(signature.outputs)}
         schema.pop("title", None)
 
-        def run_submit(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        def run_submit(arguments: Mapping[str, object]) -> dict[str, Any]:
             return check_outputs(signature, arguments, SUBMIT)
 
         return tool(
@@ -345,7 +345,7 @@ class ReAct(ToolLoop, Program):
     def _tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)
 
-    def _call_roster(self, given: Any, roster: dict[str, Tool]) -> dict[str, Tool]:
+    def _call_roster(self, given: object, roster: dict[str, Tool]) -> dict[str, Tool]:
         if not isinstance(given, list | tuple):
             raise TypeError("the per-call tools are a list of imp tools")
         out = dict(roster)
@@ -364,7 +364,7 @@ class ReAct(ToolLoop, Program):
         return out
 
 
-def as_history(value: Any) -> History:
+def as_history(value: object) -> History:
     """The `history` input as a History (a History, its dump, or a list of turns)."""
     if value is None:
         return History()
@@ -385,7 +385,7 @@ def _optional_inputs(signature: Signature) -> Signature:
     )
 
 
-def _check_finish(value: Any) -> None:
+def _check_finish(value: object) -> None:
     if value not in ("auto", "submit", "tools"):
         raise ValueError(f"finish is 'auto', 'submit' or 'tools', got {value!r}")
 

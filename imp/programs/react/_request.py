@@ -98,7 +98,7 @@ async def ask(
     roster: Mapping[str, Tool],
     *,
     forced: bool,
-    options: Mapping[str, Any] | None = None,
+    options: Mapping[str, object] | None = None,
     offered: Sequence[Tool] | None = None,
     thought_as_user: bool = False,
 ) -> Reading | Failure:
@@ -115,7 +115,7 @@ async def _send(
     roster: Mapping[str, Tool],
     *,
     forced: bool,
-    options: Mapping[str, Any] | None,
+    options: Mapping[str, object] | None,
     offered: Sequence[Tool] | None,
     thought_as_user: bool,
 ) -> LMResponse | Failure:
@@ -233,7 +233,7 @@ _NAME_KEYS = ("name", "tool", "tool_name", "function")
 _ARG_KEYS = ("arguments", "args", "parameters", "input")
 
 
-def _as_call(item: Any, step: int, index: int) -> ToolCall | None:
+def _as_call(item: object, step: int, index: int) -> ToolCall | None:
     if not isinstance(item, Mapping):
         return None
     fn = item.get("function")

@@ -123,7 +123,7 @@ class TurnSpec:
         return roster
 
 
-def check_outputs(signature: Signature, values: Mapping[str, Any], tool_name: str) -> dict[str, Any]:
+def check_outputs(signature: Signature, values: Mapping[str, object], tool_name: str) -> dict[str, Any]:
     """Outputs given to `submit` or by a `finish_on`, each coerced to its field's type (a refusal when they do not fit)."""
     missing = [n for n in signature.outputs if n not in values]
     if missing:

@@ -186,7 +186,7 @@ class TurnState:
         }
 
     @classmethod
-    def load(cls, data: Mapping[str, Any]) -> TurnState:
+    def load(cls, data: Mapping[str, object]) -> TurnState:
         """Read a dumped state (any version up to `STATE_VERSION`); anything else is a ValueError naming the key."""
         if not isinstance(data, Mapping) or data.get("type") != _STATE_TYPE:
             raise ValueError("not a dumped react turn: expected a mapping with type 'react_turn'")
@@ -225,14 +225,14 @@ class TurnState:
         )
 
 
-def _mapping(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+def _mapping(data: Mapping[str, object], key: str) -> Mapping[str, Any]:
     value = data.get(key, {})
     if not isinstance(value, Mapping):
         raise ValueError(f"a dumped react turn's `{key}` is a mapping, got {type(value).__name__}")
     return value
 
 
-def _count(data: Mapping[str, Any], key: str) -> int:
+def _count(data: Mapping[str, object], key: str) -> int:
     value = data.get(key, 0)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"a dumped react turn's `{key}` is a whole number >= 0, got {value!r}")
