@@ -29,6 +29,8 @@ class Settings:
     cache: Any = None
     history_size: int = 200
     warn_on_unknown_inputs: bool = True
+    journal: Any = None
+    """The journal a call with a `run_id` records to when it is given none (`imp.SQLiteJournal`)."""
 
     def __post_init__(self) -> None:
         size = self.history_size

@@ -21,6 +21,7 @@ import pydantic
 
 from imp._redact import redact_text
 from imp.history import ToolCall, ToolOutcome, ToolResult
+from imp.runtime.journal import current_journal_scope
 from imp.runtime.logging import get_logger
 from imp.tools._threads import run_in_tool_thread, tool_thread_limiter
 from imp.tools.authorization import (
@@ -213,6 +214,13 @@ class _Step:
     async def run(self, slot: _Slot) -> None:
         """Decide one call, then run it if it was not refused; every path records its result."""
         _current_tool_call.set(slot.call.id)  # this task runs this call alone; its context ends with it
+        journal = current_journal_scope.get()
+        if journal is not None:
+            recorded = journal.recorded_tool(slot.index, slot.call)
+            if recorded is not None:  # finished before: its result, never a second run
+                self.record(slot, recorded.outcome, result=recorded.result, error=recorded.error)
+                return
+            current_journal_scope.set(journal.tool_scope(slot.index, slot.call))
         try:
             decided = await self._decide(slot)
             if decided is not None:
@@ -220,6 +228,8 @@ class _Step:
         except anyio.get_cancelled_exc_class():
             self.record_interrupted(slot)
             raise
+        if journal is not None and self.cancel is None and slot.result is not None:
+            journal.tool_finished(slot.index, slot.call, slot.result)
 
     async def _decide(self, slot: _Slot) -> tuple[Tool, _Invocation] | None:
         """Whether the call runs, and how: its tool and arguments, or None once it is refused.
