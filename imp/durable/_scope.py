@@ -43,9 +43,20 @@ class Recorded:
 
 
 class StepWriter(Protocol):
-    """Where a run's new steps go (the SQLite file; a test's list)."""
+    """Where a run's new steps go (the SQLite file, DBOS steps)."""
 
-    def write_step(self, run_id: str, seq: int, key: str, kind: str, digest: object, body: object) -> None: ...
+    async def record_step(
+        self,
+        run_id: str,
+        seq: int,
+        key: str,
+        kind: str,
+        digest: object,
+        produce: Callable[[], Awaitable[object]],
+    ) -> object:
+        """Run `produce()` (the live step; it returns the body to keep, or None to keep nothing) and
+        record its body, committed before this returns; return the body."""
+        ...
 
 
 @dataclass(slots=True)
@@ -58,11 +69,12 @@ class RunLog:
     next_seq: int = 1
     replayed: int = 0
 
-    def write(self, key: str, kind: str, digest: object, body: object) -> None:
+    async def record(self, key: str, kind: str, digest: object, produce: Callable[[], Awaitable[object]]) -> None:
         seq = self.next_seq
         self.next_seq += 1
-        self.writer.write_step(self.run_id, seq, key, kind, digest, body)
-        self.steps[key] = Recorded(seq, kind, digest, body)
+        body = await self.writer.record_step(self.run_id, seq, key, kind, digest, produce)
+        if body is not None:
+            self.steps[key] = Recorded(seq, kind, digest, body)
 
     def mismatch(self, key: str, recorded: Recorded, what: str) -> JournalMismatch:
         return JournalMismatch(
@@ -134,26 +146,39 @@ class Scope:
                 raise log.mismatch(key, recorded, f"the LM request (it differs in {differences(old, digest)})")
             log.replayed += 1
             return await send(ReplayLM(lm, load_response(recorded.body)))
-        response = await send(lm)
-        log.write(key, "lm", digest, dump_response(response))
-        return response
+        sent: list[LMResponse] = []
+
+        async def produce() -> object:
+            response = await send(lm)
+            sent.append(response)
+            return dump_response(response)
+
+        await log.record(key, "lm", digest, produce)
+        return sent[0]
 
     def _tool_key(self, index: int, call: ToolCall) -> str:
         return self._key(f"{self.last}.{index}:{call.id}")
 
-    def recorded_tool(self, index: int, call: ToolCall) -> ToolResult | None:
+    async def tool_call(
+        self, index: int, call: ToolCall, run: Callable[[], Awaitable[ToolResult | None]]
+    ) -> ToolResult | None:
         key = self._tool_key(index, call)
         log = self.log
         recorded = log.steps.get(key)
-        if recorded is None:
-            return None
-        if recorded.kind != "tool" or recorded.digest not in (FORKED, call_digest(call)):
-            raise log.mismatch(key, recorded, f"tool call {call.name!r} (its name or arguments)")
-        log.replayed += 1
-        return load_tool_result(recorded.body)
+        if recorded is not None:
+            if recorded.kind != "tool" or recorded.digest not in (FORKED, call_digest(call)):
+                raise log.mismatch(key, recorded, f"tool call {call.name!r} (its name or arguments)")
+            log.replayed += 1
+            return load_tool_result(recorded.body)
+        ran: list[ToolResult | None] = []
+
+        async def produce() -> object:
+            result = await run()
+            ran.append(result)
+            return None if result is None else dump_tool_result(result)
+
+        await log.record(key, "tool", call_digest(call), produce)
+        return ran[0]
 
     def tool_scope(self, index: int, call: ToolCall) -> Scope:
         return Scope(self.log, self._tool_key(index, call))
-
-    def tool_finished(self, index: int, call: ToolCall, result: ToolResult) -> None:
-        self.log.write(self._tool_key(index, call), "tool", call_digest(call), dump_tool_result(result))

@@ -137,6 +137,21 @@ class SQLiteJournal:
                 self._db.close()
                 self._db = None
 
+    async def record_step(
+        self,
+        run_id: str,
+        seq: int,
+        key: str,
+        kind: str,
+        digest: object,
+        produce: Callable[[], Awaitable[object]],
+    ) -> object:
+        """Run the step live and append its body, committed before this returns."""
+        body = await produce()
+        if body is not None:
+            self.write_step(run_id, seq, key, kind, digest, body)
+        return body
+
     def write_step(self, run_id: str, seq: int, key: str, kind: str, digest: object, body: object) -> None:
         """Append one step, committed before this returns."""
         db = self._connection()

@@ -75,16 +75,15 @@ class JournalScope(Protocol):
         (`send` is given an LM that answers with the recorded response, so a stream still streams)."""
         ...
 
-    def recorded_tool(self, index: int, call: ToolCall) -> ToolResult | None:
-        """The recorded result of this call of the newest request, or None when it must run."""
+    async def tool_call(
+        self, index: int, call: ToolCall, run: Callable[[], Awaitable[ToolResult | None]]
+    ) -> ToolResult | None:
+        """The call at `index` of the newest request: its recorded result, or `run()` (in this call's
+        own scope, `tool_scope`) recorded when it gives one (None: it ended without a result to keep)."""
         ...
 
     def tool_scope(self, index: int, call: ToolCall) -> JournalScope:
         """The scope a tool call runs in (its idempotency key; the calls it makes)."""
-        ...
-
-    def tool_finished(self, index: int, call: ToolCall, result: ToolResult) -> None:
-        """Record a call that ended (its result or its error): it never runs again in this run."""
         ...
 
 

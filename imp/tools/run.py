@@ -215,12 +215,20 @@ class _Step:
         """Decide one call, then run it if it was not refused; every path records its result."""
         _current_tool_call.set(slot.call.id)  # this task runs this call alone; its context ends with it
         journal = current_journal_scope.get()
-        if journal is not None:
-            recorded = journal.recorded_tool(slot.index, slot.call)
-            if recorded is not None:  # finished before: its result, never a second run
-                self.record(slot, recorded.outcome, result=recorded.result, error=recorded.error)
-                return
+        if journal is None:
+            await self._run(slot)
+            return
+
+        async def live() -> ToolResult | None:
             current_journal_scope.set(journal.tool_scope(slot.index, slot.call))
+            await self._run(slot)
+            return slot.result if self.cancel is None else None  # a cancelled step keeps nothing
+
+        recorded = await journal.tool_call(slot.index, slot.call, live)
+        if slot.result is None and recorded is not None:  # finished before: its result, never a second run
+            self.record(slot, recorded.outcome, result=recorded.result, error=recorded.error)
+
+    async def _run(self, slot: _Slot) -> None:
         try:
             decided = await self._decide(slot)
             if decided is not None:
@@ -228,8 +236,6 @@ class _Step:
         except anyio.get_cancelled_exc_class():
             self.record_interrupted(slot)
             raise
-        if journal is not None and self.cancel is None and slot.result is not None:
-            journal.tool_finished(slot.index, slot.call, slot.result)
 
     async def _decide(self, slot: _Slot) -> tuple[Tool, _Invocation] | None:
         """Whether the call runs, and how: its tool and arguments, or None once it is refused.

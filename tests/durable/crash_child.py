@@ -13,9 +13,13 @@ import asyncio
 import json
 import os
 import sys
+import time
 from typing import Any
 
 import imp
+import imp.durable
+import imp.evaluation
+import imp.models.openai  # noqa: F401 - imported before a run starts (the test's forkserver preloads this module)
 
 ROWS = 1000
 
@@ -74,24 +78,32 @@ async def main(argv: list[str], started: Any = None) -> None:
         journal = dbos_journal(argv[6], argv[7])
     else:
         journal = imp.SQLiteJournal(journal_path)
+    lookup = tool_log(log_path)
+    # Everything is built (and every module imported) before the run starts: the kill lands in the run.
+    agent = imp.react("question -> answer", tools=[lookup], lm=client(base_url, "react"))
+    pipeline = Pipeline(base_url, lookup)
+    program = imp.predict("question -> answer", lm=client(base_url, "predict-answer"))
+    rows = [imp.Example(question=f"q{i}", answer="0" if i % 3 else "x").with_inputs("question") for i in range(ROWS)]
+    # One request first (not counted): the HTTP stack's first use imports and loads what it needs.
+    await imp.call(imp.predict("question -> answer", lm=client(base_url, "warmup")), question="warm up")
     if started is not None:
         started.set()
-    lookup = tool_log(log_path)
+    began = time.monotonic()
     result: dict[str, Any]
     if scenario == "react":
-        agent = imp.react("question -> answer", tools=[lookup], lm=client(base_url, "react"))
         p = await imp.call(agent, question=QUESTION, run_id=run_id, journal=journal)
         result = {"fields": p.fields, "complete": p.complete, "replayed": p.metadata.replayed}
     elif scenario == "composite":
-        p = await imp.call(Pipeline(base_url, lookup), question=QUESTION, run_id=run_id, journal=journal)
+        p = await imp.call(pipeline, question=QUESTION, run_id=run_id, journal=journal)
         result = {"fields": p.fields, "complete": p.complete, "replayed": p.metadata.replayed}
     elif scenario == "evaluate":
-        program = imp.predict("question -> answer", lm=client(base_url, "predict-answer"))
-        rows = [imp.Example(question=f"q{i}", answer="0" if i % 3 else "x").with_inputs("question") for i in range(ROWS)]
-        report = await imp.evaluate(program, rows, exact, concurrency=16, progress=False, run_id=run_id, journal=journal)
+        report = await imp.evaluate(
+            program, rows, exact, concurrency=16, progress=False, run_id=run_id, journal=journal
+        )
         result = {"score": report.score, "rows": [r.prediction.fields if r.prediction else None for r in report.rows]}
     else:
         raise SystemExit(f"unknown scenario {scenario}")
+    result["elapsed"] = time.monotonic() - began
     with open(out, "w") as f:
         json.dump(result, f)
 

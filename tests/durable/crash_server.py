@@ -45,9 +45,12 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
             message = {"role": "assistant", "content": "done " + digest("|".join(results))}
             reason = "stop"
     else:  # "predict-<field>": one field in the Chat adapter's layout
-        field = model.removeprefix("predict-") or "answer"
+        field = model.removeprefix("predict-") if model.startswith("predict-") else "answer"
         last_user = next((str(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
-        message = {"role": "assistant", "content": f"[[ ## {field} ## ]]\n{field}-{digest(last_user)}\n\n[[ ## completed ## ]]"}
+        message = {
+            "role": "assistant",
+            "content": f"[[ ## {field} ## ]]\n{field}-{digest(last_user)}\n\n[[ ## completed ## ]]",
+        }
         reason = "stop"
     return {
         "id": "chatcmpl-crash",
@@ -82,9 +85,10 @@ class CrashProvider:
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-                with outer._lock:
-                    outer.count += 1
                 body = json.loads(raw)
+                if body.get("model") != "warmup":  # a child's warm-up request is not counted
+                    with outer._lock:
+                        outer.count += 1
                 # A short wait, different per request, so a kill lands while requests are in flight.
                 time.sleep(delay * (1 + int(digest(raw.decode())[:2], 16) % 4))
                 self._send(answer(body))
