@@ -128,7 +128,9 @@ async def _imp_run(program: str, run_id: str) -> dict[str, Any]:
         if body is None:  # DBOS's recovery at launch: the run continues when it is called again
             ready = _waiting.setdefault(run_id, threading.Event())
     if body is None:
-        while not ready.is_set():
+        # DBOS's recovery runs on its own event loop thread; the call that resumes the run comes from
+        # the application's loop: a thread-safe flag, looked at every 50 ms, joins the two.
+        while not ready.is_set():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         body = _bodies[run_id]
     log = await _load(run_id)

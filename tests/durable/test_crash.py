@@ -171,10 +171,8 @@ def test_killed_runs_resume_without_repeating_recorded_steps(
 ) -> None:
     if not _available(journal):
         pytest.skip(f"{journal} runs in the DBOS tier (make test-dbos)")
-    if journal == "dbos-postgres":
-        run_prefix = f"{tmp_path.name}-"  # one Postgres database serves every test: run ids stay apart
-    else:
-        run_prefix = ""
+    # One Postgres database serves every test: run ids stay apart.
+    run_prefix = f"{tmp_path.name}-" if journal == "dbos-postgres" else ""
     attempt = Attempt(forks, provider, scenario, journal, tmp_path)
     before = provider.count
     reference, duration = attempt.finish(f"{run_prefix}reference")
