@@ -14,11 +14,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from imp._annotation import is_history
 from imp.durable._sqlite import MAX_RECORD_BYTES, open_private
 from imp.errors import JournalError
 from imp.history import History, Step
@@ -64,27 +63,43 @@ class SQLiteSessions:
                 self._db.close()
                 self._db = None
 
-    def load(self, session_id: str) -> History:
+    def history(self, session_id: str) -> History:
         """The session's history (empty for a session not seen yet)."""
+        data = self.load(session_id)
+        if data is None:
+            return History()
+        try:
+            return History.load(data)
+        except (ValueError, TypeError) as exc:
+            raise JournalError(f"session {session_id!r}: the stored history does not read ({exc})") from None
+
+    def load(self, session_id: str) -> dict[str, Any] | None:
+        """The session's history as `History.dump()` gave it, or None for a session not seen yet
+        (with `save`, the store `imp.acp.serve(..., store=...)` takes)."""
         _check_id(session_id)
         db = self._connection()
         with self._lock:
             row = db.execute("SELECT history FROM imp_sessions WHERE session_id = ?", (session_id,)).fetchone()
         if row is None:
-            return History()
+            return None
         text = row[0]
         if not isinstance(text, str) or len(text) > MAX_RECORD_BYTES:
             raise JournalError(
                 f"session {session_id!r}: the stored history is not JSON text under {MAX_RECORD_BYTES} bytes"
             )
         try:
-            return History.load(json.loads(text))
-        except (ValueError, TypeError) as exc:
+            data = json.loads(text)
+        except ValueError as exc:
             raise JournalError(f"session {session_id!r}: the stored history does not read ({exc})") from None
+        if not isinstance(data, dict):
+            raise JournalError(f"session {session_id!r}: the stored history is not a history's dump")
+        return data
 
-    def save(self, session_id: str, history: History) -> None:
-        """Keep `history` as the session's (redacted), replacing what was kept."""
+    def save(self, session_id: str, history: History | Mapping[str, Any]) -> None:
+        """Keep `history` (a History, or its dump) as the session's, redacted, replacing what was kept."""
         _check_id(session_id)
+        if isinstance(history, Mapping):
+            history = History.load(history)
         if not isinstance(history, History):
             raise TypeError(f"a session keeps an imp.History, got {type(history).__name__}")
         text = json.dumps(history.redact().dump(), ensure_ascii=False)
@@ -121,19 +136,23 @@ class SQLiteSessions:
                 f"imp.call was given both session_id and the history input {name!r}: the session fills it; "
                 "give one or the other"
             )
-        history = self.load(session_id)
+        history = self.history(session_id)
         prediction = await turn({**inputs, name: history})
         self.save(session_id, _after(history, inputs, prediction))
         return prediction
 
 
 def history_input(program: Any) -> str:
-    """The name of the program's `History` input, which a session fills."""
+    """The name of the program's `History` input, which a session fills (a tool loop's is `history`)."""
+    from imp.programs.react import ReAct
+    from imp.programs.react_trajectory import ReActTrajectory
+
     signature = getattr(program, "signature", None)
-    fields = getattr(signature, "inputs", {}) or {}
-    for name, field in fields.items():
-        if is_history(field.annotation):
-            return str(name)
+    name = getattr(signature, "history_field", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(program, ReAct | ReActTrajectory):
+        return "history"
     raise TypeError(
         f"{type(program).__name__} has no History input for a session to fill: declare one, "
         '`imp.signature("question, history: History -> answer")`'
