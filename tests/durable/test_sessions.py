@@ -79,7 +79,7 @@ async def test_a_kept_history_is_redacted(tmp_path: Path) -> None:
     await imp.call(program, message=f"my key is {secret}", session_id="s", sessions=store)
     store.close()
     for path in tmp_path.iterdir():
-        assert secret.encode() not in path.read_bytes()  # noqa: ASYNC240 - the store is closed
+        assert secret.encode() not in path.read_bytes()
 
 
 async def test_sessions_and_a_journal_share_one_file(tmp_path: Path) -> None:
