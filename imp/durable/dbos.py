@@ -52,8 +52,8 @@ def bundled_sqlite() -> str:
     """Give this process pysqlite3-binary's SQLite (3.51) as `sqlite3`, for DBOS on a SQLite file when
     the Python links an older one. Call it before `DBOS(...)`; returns the SQLite version now used."""
     try:
-        import pysqlite3  # type: ignore[import-not-found]
-        import pysqlite3.dbapi2  # type: ignore[import-not-found]
+        import pysqlite3
+        import pysqlite3.dbapi2
     except ImportError:
         raise ImportError(
             "imp.dbos.bundled_sqlite() uses pysqlite3-binary (Linux x86-64 wheels): pip install pysqlite3-binary"
@@ -121,7 +121,7 @@ async def _load(run_id: str) -> RunLog:
     return log
 
 
-@DBOS.workflow(name="imp.run")
+@DBOS.workflow(name="imp.run")  # type: ignore[untyped-decorator]
 async def _imp_run(program: str, run_id: str) -> dict[str, Any]:
     with _lock:
         body = _bodies.get(run_id)

@@ -14,7 +14,8 @@ in every process that runs the same program on the same inputs.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from imp.prediction import Prediction
     from imp.records import Message, ToolCall, ToolResult
 
-__all__ = ["Journal", "JournalScope", "SessionStore", "current_journal_scope", "idempotency_key"]
+__all__ = ["Journal", "JournalScope", "SessionStore", "current_journal_scope", "idempotency_key", "journal_position"]
 
 
 class Journal(Protocol):
@@ -96,3 +97,19 @@ def idempotency_key() -> str | None:
     when a resumed run runs a call again that was running at a crash. None outside a journaled run."""
     scope = current_journal_scope.get()
     return None if scope is None else scope.idempotency_key
+
+
+@contextmanager
+def journal_position(label: str | None = None) -> Iterator[None]:
+    """Run the block at a position of its own in a journaled run: the next number of the current
+    scope, or `label` (for work started concurrently, whose order of starting may vary). Nothing
+    outside a journaled run."""
+    scope = current_journal_scope.get()
+    if scope is None:
+        yield
+        return
+    token = current_journal_scope.set(scope.child(label))
+    try:
+        yield
+    finally:
+        current_journal_scope.reset(token)
