@@ -13,10 +13,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "optimize"))
 
-import scenarios  # noqa: E402
+import scenarios
 
-import imp  # noqa: E402
-from imp.optimize import GEPA  # noqa: E402
+import imp
+from imp.optimize import GEPA
 
 
 class Crash(BaseException):
