@@ -10,7 +10,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then echo $$p; break; fi; done)
 
-.PHONY: all test test-live test-ray live-setup demo lint typecheck bench fmt lock clean browser
+.PHONY: all test test-live test-ray test-dbos live-setup demo lint typecheck bench fmt lock clean browser
 
 all: test
 
@@ -77,6 +77,25 @@ test-ray: $(RAY_STAMP)
 	$(RAY_VENV)/bin/python -m pytest -m ray tests/ray
 	$(RAY_VENV)/bin/python -m pytest tests/test_optional_ray.py "tests/test_docs.py::test_doc_examples_run[docs/scale.md]"
 
+# The DBOS tier: imp.dbos on a real Postgres and on a SQLite file, and the crash test at full count
+# (runs killed with SIGKILL at random points: 100 per journal, on imp's SQLite journal, DBOS on
+# SQLite, DBOS on Postgres). DBOS (SQLAlchemy, psycopg, pysqlite3-binary) has its own venv and lock.
+# IMP_DBOS_POSTGRES names the Postgres (.ci/postgres starts one on 127.0.0.1 as root); without it
+# the Postgres tests are skipped.
+DBOS_VENV := .venv-dbos
+DBOS_STAMP := $(DBOS_VENV)/.installed
+
+$(DBOS_STAMP): pyproject.toml requirements-dbos.lock
+	@test -n "$(PYTHON)" || { echo "imp needs Python >= 3.12; none was found on PATH or under ~/.pyenv" >&2; exit 1; }
+	@test -x $(DBOS_VENV)/bin/python || $(PYTHON) -m venv $(DBOS_VENV)
+	$(DBOS_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -r requirements-dbos.lock
+	$(DBOS_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check --no-deps -e .
+	@touch $(DBOS_STAMP)
+
+test-dbos: $(DBOS_STAMP)
+	$(DBOS_VENV)/bin/python -m pytest tests/durable/test_dbos.py
+	IMP_CRASH_RUNS=1 $(DBOS_VENV)/bin/python -m pytest -s tests/durable/test_crash.py
+
 demo: $(STAMP)
 	@$(PY) examples/demo.py
 
@@ -118,6 +137,8 @@ lock:
 	/tmp/imp-lock/bin/pip install --quiet -e '.[test,bench]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-bench.lock
 	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
 	/tmp/imp-lock/bin/pip install --quiet -e '.[test,dev,ray]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-ray.lock
+	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
+	/tmp/imp-lock/bin/pip install --quiet -e '.[test,dev,dbos]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-dbos.lock
 	rm -rf /tmp/imp-lock
 
 clean:
