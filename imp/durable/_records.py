@@ -41,6 +41,8 @@ _USAGE_INTS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_toke
 def _default(value: object) -> Any:
     """JSON for what the encoder does not know: a record by its dump, bytes by their hash, a dataclass
     by its fields, a pydantic model by its JSON dump, a date by its ISO form, else its type's name."""
+    if type(value) is ToolCall:  # in every assistant message of a tool loop: its fields, no copy
+        return (value.id, value.name, value.arguments)
     dump = getattr(value, "dump", None)
     if callable(dump):
         return dump()
