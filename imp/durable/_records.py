@@ -42,7 +42,7 @@ def _default(value: object) -> Any:
     """JSON for what the encoder does not know: a record by its dump, bytes by their hash, a dataclass
     by its fields, a pydantic model by its JSON dump, a date by its ISO form, else its type's name."""
     if type(value) is ToolCall:  # in every assistant message of a tool loop: its fields, no copy
-        return (value.id, value.name, value.arguments)
+        return (value.id, value.name, redact(value.arguments))
     dump = getattr(value, "dump", None)
     if callable(dump):
         return dump()
@@ -67,14 +67,37 @@ def value_digest(value: object) -> str:
     return _hash(value)
 
 
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def _hash(value: object) -> str:
     # The C encoder walks the value once (no copy made first): a request's digest costs a few µs per message.
     return hashlib.sha256(_encode(value).encode()).hexdigest()[:32]
 
 
-def request_digest(lm: LM, messages: Sequence[Message], options: Mapping[str, Any]) -> RequestDigest:
-    """The digest that identifies a request: its model, each message's, and the options'."""
-    hashes = [_hash(m) for m in messages]
+# A message is digested as the journal keeps it (redacted: the secret shapes over its encoded text,
+# tool-call arguments by key name too), so a request after a replayed reply that echoed a credential
+# is digested as the live request was.
+
+
+def request_digest(
+    lm: LM, messages: Sequence[Message], options: Mapping[str, Any], seen: dict[str, str] | None = None
+) -> RequestDigest:
+    """The digest that identifies a request: its model, each message's, and the options'. `seen` (one
+    per run) keeps each message's digest by its text: a loop's requests repeat the earlier messages,
+    so each is searched for secrets once."""
+    if seen is None:
+        seen = {}
+    elif len(seen) > 10_000:
+        seen.clear()
+    hashes = []
+    for message in messages:
+        text = _encode(message)
+        found = seen.get(text)
+        if found is None:
+            found = seen[text] = _text_hash(redact_text(text))
+        hashes.append(found)
     model = f"{lm.provider}:{lm.model}"
     options_hash = _hash(options)
     whole = hashlib.sha256("|".join([model, options_hash, *hashes]).encode()).hexdigest()[:32]
@@ -84,7 +107,7 @@ def request_digest(lm: LM, messages: Sequence[Message], options: Mapping[str, An
 
 def call_digest(call: ToolCall) -> str:
     """A tool call's name and arguments, as a digest."""
-    return _hash({"name": call.name, "arguments": call.dump()["arguments"]})
+    return _hash(redact({"name": call.name, "arguments": call.dump()["arguments"]}))
 
 
 def differences(recorded: Mapping[str, Any], live: RequestDigest) -> str:

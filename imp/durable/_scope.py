@@ -68,6 +68,8 @@ class RunLog:
     steps: dict[str, Recorded] = field(default_factory=dict)
     next_seq: int = 1
     replayed: int = 0
+    digests: dict[str, str] = field(default_factory=dict)
+    """Each message's digest by its text, for the run's requests (which repeat earlier messages)."""
 
     async def record(self, key: str, kind: str, digest: object, produce: Callable[[], Awaitable[object]]) -> None:
         seq = self.next_seq
@@ -135,8 +137,8 @@ class Scope:
         self.count += 1
         self.last = self.count
         key = self._key(str(self.count))
-        digest = request_digest(lm, messages, options)
         log = self.log
+        digest = request_digest(lm, messages, options, log.digests)
         recorded = log.steps.get(key)
         if recorded is not None:
             if recorded.kind != "lm":

@@ -389,3 +389,32 @@ if __name__ == "__main__":
     if target.exists():
         os.remove(target)
     _write_fixture(target)
+
+
+@both_backends
+async def test_a_run_whose_steps_held_a_secret_resumes(tmp_path: Path) -> None:
+    """Replies and results are kept redacted; the requests after them are digested the same way, so
+    a resumed run that replays a redacted step still matches what the live run sent."""
+    secret = "sk-proj-" + "Pq7Rs8Tu" * 6
+
+    @imp.tool
+    def login(user: str, password: str) -> str:
+        """Log in."""
+        return f"session for {user}: {secret}"
+
+    script = [
+        {"tool_calls": [{"name": "login", "arguments": {"user": "ada", "password": secret}}]},
+        {"tool_calls": [{"name": "login", "arguments": {"user": "bob", "password": secret}}]},
+        "Both logged in.",
+    ]
+    j = journal(tmp_path)
+    crashing = CrashingLM(script, crash_at=3)
+    with pytest.raises(Crash):
+        await imp.call(
+            imp.react("question -> answer", tools=[login], lm=crashing), question="go", run_id="s", journal=j
+        )
+    lm = CrashingLM(script[2:])
+    prediction = await imp.call(
+        imp.react("question -> answer", tools=[login], lm=lm), question="go", run_id="s", journal=j
+    )
+    assert prediction.answer == "Both logged in." and len(lm.requests) == 1
