@@ -83,4 +83,4 @@ def cancelled_notification(request_id: int | str, reason: str) -> Any:
     notification = types.CancelledNotification(params=params)
     if V2:
         return notification
-    return types.ClientNotification(notification)  # type: ignore[call-arg, unused-ignore]
+    return types.ClientNotification(notification)  # type: ignore[call-arg, operator, unused-ignore]
