@@ -5,6 +5,7 @@ Streamable HTTP, and an imp agent importing the served programs through `imp.mcp
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -244,3 +245,30 @@ def test_each_kind_of_stream_part_has_a_progress_message() -> None:
             assert message.startswith('calling f({"x": "yyy') and message.endswith("...)") and len(message) < 230
         else:
             assert message == said
+
+
+def test_python_m_imp_mcp_serves_streamable_http_with_http(tmp_path: Path) -> None:
+    """`python -m imp.mcp ... --http --port N`: `imp.mcp.serve(transport="http")` under uvicorn."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    command = [sys.executable, "-m", "imp.mcp", "served_programs:programs", "--http", "--port", str(port)]
+    server = subprocess.Popen(command, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    spec = {"name": "served", "url": f"http://127.0.0.1:{port}/mcp"}
+
+    async def body() -> Any:
+        for _ in range(300):  # the server starting
+            try:
+                async with imp.mcp.connect([spec], trusted=[spec], connect_timeout=5) as tools:
+                    return await next(t for t in tools if t.name == "count_words").runner({"question": "a b c d"})
+            except imp.mcp.MCPConnectionError:
+                await anyio.sleep(0.1)
+        raise AssertionError("the server did not start")
+
+    try:
+        answered = run(body)
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert answered.structured == {"answer": 4}
