@@ -25,6 +25,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--path", default="/mcp")
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=None,
+        metavar="HOST:PORT",
+        help="a Host header to accept besides loopback ones (repeatable; the SDK refuses others)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     module_name, _, attribute = args.programs.partition(":")
@@ -41,7 +48,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from imp.mcp._serve import serve
 
     transport: Literal["stdio", "http"] = "http" if args.http else "stdio"
-    anyio.run(lambda: serve(programs, name=name, transport=transport, host=args.host, port=args.port, path=args.path))
+    anyio.run(
+        lambda: serve(
+            programs,
+            name=name,
+            transport=transport,
+            host=args.host,
+            port=args.port,
+            path=args.path,
+            allowed_hosts=args.allow_host,
+        )
+    )
     return 0
 
 

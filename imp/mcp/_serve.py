@@ -146,6 +146,7 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     path: str = "/mcp",
+    allowed_hosts: list[str] | None = None,
 ) -> None:
     """Serve `programs` as an MCP server's tools until the client leaves (stdio) or the task is cancelled.
 
@@ -155,7 +156,8 @@ async def serve(
       notification per stream part; `notifications/cancelled` cancels the run; a failed run is an
       error result (`isError`) saying why.
     - `transport`: `"stdio"` (stdin and stdout carry the protocol) or `"http"` (Streamable HTTP
-      at `http://host:port/path`, served by uvicorn).
+      at `http://host:port/path`, served by uvicorn; `allowed_hosts` as `app` takes them, and
+      `host:port` itself when it is not a loopback address).
     """
     if transport == "stdio":
         server = _server(programs, name)
@@ -166,11 +168,9 @@ async def serve(
         raise ValueError(f"transport is 'stdio' or 'http', got {transport!r}")
     import uvicorn
 
-    asgi = app(
-        programs,
-        name=name,
-        path=path,
-        allowed_hosts=[f"{host}:{port}"] if host not in ("127.0.0.1", "localhost") else None,
-    )
+    hosts = list(allowed_hosts or [])
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        hosts.append(f"{host}:{port}")
+    asgi = app(programs, name=name, path=path, allowed_hosts=hosts)
     config = uvicorn.Config(asgi, host=host, port=port, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve()

@@ -272,3 +272,22 @@ def test_python_m_imp_mcp_serves_streamable_http_with_http(tmp_path: Path) -> No
         server.terminate()
         server.wait(10)
     assert answered.structured == {"answer": 4}
+
+
+def test_the_http_app_accepts_loopback_and_the_allowed_hosts_only() -> None:
+    from starlette.testclient import TestClient
+
+    program = imp.predict("question -> answer", lm=imp.ScriptedLM([]))
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    served = imp.mcp.app(program, name="one", allowed_hosts=["agents.example.com"])
+    statuses = {}
+    with TestClient(served) as client:  # the SDK's session manager runs once per app
+        for host in ("127.0.0.1:8000", "agents.example.com", "evil.example.com"):
+            statuses[host] = client.post("/mcp", json=initialize, headers={**headers, "host": host}).status_code
+    assert statuses == {"127.0.0.1:8000": 200, "agents.example.com": 200, "evil.example.com": 421}
