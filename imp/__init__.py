@@ -38,6 +38,7 @@ from imp.errors import (
     ToolChoiceUnsupported,
     UnsupportedOption,
 )
+from imp._json import ParseLimits
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
 from imp.models import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
 
@@ -158,6 +159,7 @@ __all__ = [
     "NotFound",
     "OptimizationResult",
     "OutputField",
+    "ParseLimits",
     "Predict",
     "Prediction",
     "PredictionMetadata",

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from imp._json import OverLimit, find_object
 from imp.adapters._fields import field_descriptions, placeholder
 from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, LMLike, guidance_lines, objective
 from imp.errors import AdapterParseError
@@ -21,29 +22,8 @@ _NOT_AN_OBJECT = "LM response cannot be serialized to a JSON object."
 
 
 def find_json_object(text: str) -> str | None:
-    """The first balanced `{...}` block in text (braces inside strings ignored), or None."""
-    start = text.find("{")
-    while start != -1:
-        depth, in_string, escaped = 0, False, False
-        for i in range(start, len(text)):
-            char = text[i]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif char == "\\":
-                    escaped = True
-                elif char == '"':
-                    in_string = False
-            elif char == '"':
-                in_string = True
-            elif char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start : i + 1]
-        start = text.find("{", start + 1)
-    return None
+    """The first balanced `{...}` block in text (braces inside strings ignored), or None (one pass)."""
+    return find_object(text)
 
 
 def _strict(node: Any) -> bool:
@@ -131,6 +111,8 @@ class JSONAdapter(Adapter):
         body = unwrap_fence(text.strip()).strip()
         try:
             values = load_json_object(body)
+        except OverLimit as exc:
+            raise AdapterParseError(str(exc), adapter=self.name, completion=text) from None
         except ValueError:
             block = find_json_object(body)
             if block is None:

@@ -19,7 +19,7 @@ from typing import Any, get_type_hints
 
 import pydantic
 
-from imp._json import loads
+from imp._json import OverLimit, loads
 from imp.records import UnreadArguments
 
 __all__ = [
@@ -76,6 +76,8 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
             return {}, None
         try:
             value = loads(text)
+        except OverLimit as exc:
+            return None, f"are not read: {exc}"
         except ValueError:
             value = None
         if isinstance(value, Mapping):
