@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from imp._json import ParseLimits
 from imp.adapters import (
     Adapter,
     ChatAdapter,
@@ -38,7 +39,6 @@ from imp.errors import (
     ToolChoiceUnsupported,
     UnsupportedOption,
 )
-from imp._json import ParseLimits
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
 from imp.models import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
 

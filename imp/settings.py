@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from imp._json import ParseLimits, use_limits
 
+_DEFAULT_LIMITS = ParseLimits()
+
 if TYPE_CHECKING:
     from imp.adapters.base import Adapter
     from imp.models.base import LM
@@ -32,7 +34,7 @@ class Settings:
     cache: Any = None
     history_size: int = 200
     warn_on_unknown_inputs: bool = True
-    parse_limits: ParseLimits = ParseLimits()
+    parse_limits: ParseLimits = _DEFAULT_LIMITS
 
     def __post_init__(self) -> None:
         size = self.history_size

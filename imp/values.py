@@ -19,8 +19,8 @@ from imp._annotation import base_annotation, is_history
 from imp._annotation import choices as _choices
 from imp._annotation import is_enum as _is_enum
 from imp._json import loads as load_json
-from imp._json import loads_strict as load_json_strict
 from imp._json import loads_object as load_json_object
+from imp._json import loads_strict as load_json_strict
 from imp._json import unwrap_fence
 from imp._typeparse import type_to_text
 from imp.errors import ImpError, InvalidInputError

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from imp.adapters._fields import field_descriptions
 from imp._json import check_size
+from imp.adapters._fields import field_descriptions
 from imp.adapters._xml_values import (
     Budget,
     Tags,

@@ -14,11 +14,11 @@ from typing import Any
 
 from imp._json import loads_strict
 from imp._redact import redact_text
+from imp.errors import ImpError
 from imp.models.base import LM
 from imp.programs._parameters import Optimized, optimized_by, set_optimized
 from imp.programs.base import Program
 from imp.runtime.logging import get_logger
-from imp.errors import ImpError
 from imp.saving._codec import ChecksumError, Loader, LoadError, Saver
 
 __all__ = ["FORMAT", "SCHEMA_VERSION", "dump_program", "load", "load_program", "save"]

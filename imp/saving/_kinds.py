@@ -72,7 +72,9 @@ def _dump_tool(tool: Tool, saver: Saver) -> dict[str, Any]:
     }
 
 
-_TOOL_KEYS = frozenset({"name", "description", "parameters", "runner", "timeout", "sequential", "call_with", "metadata"})
+_TOOL_KEYS = frozenset(
+    {"name", "description", "parameters", "runner", "timeout", "sequential", "call_with", "metadata"}
+)
 
 
 def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:

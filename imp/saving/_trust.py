@@ -229,7 +229,9 @@ def check_adapter_opts(opts: Any, function_key: str) -> Mapping[str, Any]:
         if value is None:
             continue
         if key in _RENDERERS:
-            if not (isinstance(value, Mapping) and set(value) == {function_key} and isinstance(value[function_key], str)):
+            if not (
+                isinstance(value, Mapping) and set(value) == {function_key} and isinstance(value[function_key], str)
+            ):
                 raise Refused(f"adapter_opts.{key} must name a function of the registry ({{{function_key!r}: name}})")
             continue
         check, need = _ADAPTER_OPTS[key]

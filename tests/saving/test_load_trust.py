@@ -6,6 +6,7 @@ saved file and recomputes it (`_resign`), as an attacker would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -123,7 +124,7 @@ def test_the_caller_who_trusts_the_endpoint_gets_the_file_as_saved(tmp_path: Pat
         "https://evil.example\\@api.openai.com/v1",
         "https://api.openai.com\t.evil.example/v1",
         "https://xn--pi-7ka.openai.com/v1",
-        "https://аpi.openai.com/v1",  # a Cyrillic а
+        "https://\u0430pi.openai.com/v1",  # a Cyrillic a
         "ftp://api.openai.com/v1",
         "//evil.example/v1",
     ],
@@ -136,7 +137,13 @@ def test_no_spelling_of_another_endpoint_passes_for_the_providers_own(tmp_path: 
 
 
 @pytest.mark.parametrize(
-    "url", ["https://api.openai.com/v1", "https://API.OpenAI.com/v1/", "https://api.openai.com:443/v1", "HTTPS://api.openai.com./v1"]
+    "url",
+    [
+        "https://api.openai.com/v1",
+        "https://API.OpenAI.com/v1/",
+        "https://api.openai.com:443/v1",
+        "HTTPS://api.openai.com./v1",
+    ],
 )
 def test_the_providers_own_endpoint_however_spelled_needs_no_word(tmp_path: Path, url: str) -> None:
     document = _saved()
@@ -156,7 +163,7 @@ def test_trusting_one_endpoint_does_not_trust_its_look_alikes(tmp_path: Path) ->
 def test_a_file_saved_for_a_local_server_loads_when_the_caller_trusts_it(tmp_path: Path) -> None:
     client = make_lm("openai:smollm2", base_url="http://127.0.0.1:8080/v1", temperature=0.0)
     path = save(imp.predict("question -> answer", lm=client), tmp_path / "p.json")
-    with pytest.raises(LoadError, match="127.0.0.1:8080"):
+    with pytest.raises(LoadError, match=r"127\.0\.0\.1:8080"):
         load(path)
     assert load(path, trust_endpoint="http://127.0.0.1:8080/v1").lm.base_url == "http://127.0.0.1:8080/v1"  # type: ignore[attr-defined]
 
@@ -218,7 +225,9 @@ def test_a_cache_path_in_a_file_is_refused_and_no_file_is_created(tmp_path: Path
 @pytest.mark.parametrize(
     ("option", "value"), [("extra_body", {"store": True}), ("extra_headers", {"OpenAI-Project": "proj_attacker"})]
 )
-def test_what_a_file_adds_to_requests_needs_the_callers_word(tmp_path: Path, where: str, option: str, value: Any) -> None:
+def test_what_a_file_adds_to_requests_needs_the_callers_word(
+    tmp_path: Path, where: str, option: str, value: Any
+) -> None:
     document = _saved()
     target = document["program"]["lm"]["options"] if where == "lm" else document["program"]["config"]
     target[option] = value
@@ -246,7 +255,9 @@ def test_what_a_file_adds_to_requests_needs_the_callers_word(tmp_path: Path, whe
         ("extra_body", ["not", "an", "object"]),
     ],
 )
-def test_an_unknown_or_mistyped_option_is_refused_naming_it(tmp_path: Path, where: str, option: str, value: Any) -> None:
+def test_an_unknown_or_mistyped_option_is_refused_naming_it(
+    tmp_path: Path, where: str, option: str, value: Any
+) -> None:
     document = _saved()
     target = document["program"]["lm"]["options"] if where == "lm" else document["program"]["config"]
     target[option] = value
@@ -344,7 +355,5 @@ def test_any_edit_of_a_saved_file_loads_or_is_a_load_error(data: st.DataObject) 
     for key in where[:-1]:
         node = node[key]
     node[where[-1]] = data.draw(_JSON)
-    try:
+    with contextlib.suppress(LoadError):  # every other exception fails the test
         load_program(_resign(document), registry={"lookup": lookup})
-    except LoadError:
-        pass  # every other exception fails the test
