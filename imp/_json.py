@@ -208,7 +208,7 @@ def find_object(text: str) -> str | None:
 _SPACE = re.compile(r"(?:\s++|//[^\n]*+|/\*(?:[^*]++|\*(?!/))*+(?:\*/)?)*+")
 _DQ = re.compile(r'((?:[^"\\]++|\\.)*+)\\?', re.DOTALL)
 _SQ = re.compile(r"((?:[^'\\]++|\\.)*+)\\?", re.DOTALL)
-_BARE = re.compile(r"""[^,:{}\[\]"'\n]++""")
+_BARE = re.compile(r"""(?:[^,:{}\[\]"'\n/]++|/(?![/*]))++""")  # up to a delimiter or a comment
 _OPENER = re.compile(r"[\[{]")
 _NUMBER = re.compile(r"[-+]?(?:\d++\.?\d*+|\.\d++)(?:[eE][-+]?\d++)?\Z")
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)

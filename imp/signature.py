@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypedDict, Unpack
 
 import pydantic
+import pydantic_core
 
 from imp._annotation import admits_none, base_annotation, is_history
 from imp._typeparse import parse_type, type_to_text
@@ -71,6 +72,8 @@ class Field:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "constraints", MappingProxyType(dict(self.constraints)))
+        if "pattern" in self.constraints:
+            _check_pattern(self.name, self.constraints["pattern"])
 
     @cached_property
     def optional(self) -> bool:
@@ -180,6 +183,25 @@ def _choices_first(annotation: Any) -> Any:
         rebuilt = tuple(a if a is Ellipsis else _choices_first(a) for a in args)
         return annotation if all(r is a for r, a in zip(rebuilt, args, strict=True)) else origin[rebuilt]
     return annotation
+
+
+def _check_pattern(name: str, pattern: Any) -> None:
+    """Refuse a pattern pydantic's linear-time engine cannot run, when the field is declared.
+
+    Patterns are matched by Rust's regex engine (pydantic's default), which never backtracks, so a
+    pattern from a saved file cannot make matching a reply take exponential time; look-around and
+    back-references are what it cannot run.
+    """
+    if not isinstance(pattern, str):
+        raise SignatureError(f"field `{name}`: pattern is a regular expression (text), got {pattern!r:.60}")
+    try:
+        pydantic_core.SchemaValidator(pydantic_core.core_schema.str_schema(pattern=pattern))
+    except pydantic_core.SchemaError as exc:
+        reason = str(exc).strip().splitlines()[-1]
+        raise SignatureError(
+            f"field `{name}`: the pattern {pattern!r} cannot be used ({reason}); patterns run on a linear-time "
+            "engine, without look-around or back-references"
+        ) from None
 
 
 def _make_type_adapter(annotation: Any, constraints: tuple[tuple[str, Any], ...]) -> pydantic.TypeAdapter[Any]:

@@ -108,9 +108,8 @@ def test_parse_limits_set_with_configure_bound_every_parser() -> None:
             loads(deep)
         with pytest.raises(imp.AdapterParseError, match="deeper than 20"):
             imp.XMLAdapter().parse(imp.signature("q -> a: list[Any]"), "<a>" + "<item>" * 25 + "</item>" * 25 + "</a>")
-        with pytest.raises(TypeError, match="context cannot set"):
-            with imp.context(parse_limits=imp.ParseLimits()):
-                pass
+        with pytest.raises(TypeError, match="context cannot set"), imp.context(parse_limits=imp.ParseLimits()):
+            pass
         with pytest.raises(TypeError, match="takes an imp.ParseLimits"):
             imp.configure(parse_limits={"max_depth": 5})
         with pytest.raises(ValueError, match="max_chars is a positive integer"):
