@@ -44,14 +44,19 @@ class ParseLimits:
 
     `max_chars` is the longest text parsed as one value (4,000,000 characters: a few MB, far above
     real replies); `max_depth` the deepest nesting of objects and lists (100; real tool arguments
-    and outputs stay under 20). Set them for the process with `imp.configure(parse_limits=...)`.
+    and outputs stay under 20); `max_repair_chars` the longest text that is repaired when it is not
+    JSON as written (8,000 characters: the repair runs in Python on the event loop, about a
+    microsecond a character on a quiet machine, so the longest repair holds the loop ~10 ms; valid
+    JSON of any size up to `max_chars` is read by the standard library's C decoder). Set them for
+    the process with `imp.configure(parse_limits=...)`.
     """
 
     max_chars: int = 4_000_000
     max_depth: int = 100
+    max_repair_chars: int = 8_000
 
     def __post_init__(self) -> None:
-        for name in ("max_chars", "max_depth"):
+        for name in ("max_chars", "max_depth", "max_repair_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"ParseLimits.{name} is a positive integer, got {value!r}")
@@ -163,6 +168,11 @@ def loads(text: str | bytes | bytearray) -> Any:
         raise OverLimit(_too_deep("JSON")) from None
     except ValueError:
         pass
+    if len(body) > _limits.max_repair_chars:
+        raise OverLimit(
+            f"not JSON as written, and {len(body):,} characters is over the {_limits.max_repair_chars:,} imp repairs "
+            "(imp.ParseLimits.max_repair_chars, set with imp.configure(parse_limits=...))"
+        )
     return _repair(body)
 
 

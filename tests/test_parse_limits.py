@@ -220,3 +220,15 @@ def test_ordinary_repairs_still_read_as_before() -> None:
     for text in ("hello", "", "   ", "'blue'", "42 apples"):
         with pytest.raises(ValueError, match="not JSON"):
             loads(text)
+
+
+def test_text_too_long_to_repair_is_refused_but_valid_json_of_any_size_is_read() -> None:
+    long_valid = json.dumps({"rows": [{"i": i, "text": "x" * 40} for i in range(2_000)]})
+    assert len(long_valid) > imp.ParseLimits().max_repair_chars
+    assert len(loads(long_valid)["rows"]) == 2_000
+    with pytest.raises(ValueError, match=r"over the 8,000 imp repairs \(imp\.ParseLimits\.max_repair_chars"):
+        loads(long_valid[:-1] + ",}")
+    reply = json.dumps({"answer": "x" * 20_000, "count": 1, "data": [], "obj": {}})
+    assert imp.JSONAdapter().parse(SIG, f"Here it is: {reply} Hope that helps.")["count"] == 1  # found, not repaired
+    with pytest.raises(imp.AdapterParseError, match="max_repair_chars"):
+        imp.JSONAdapter().parse(SIG, '{"answer": "' + "x" * 20_000)  # cut off, too long to repair

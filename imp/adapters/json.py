@@ -21,6 +21,11 @@ __all__ = ["JSONAdapter", "find_json_object", "strict_output_schema"]
 _NOT_AN_OBJECT = "LM response cannot be serialized to a JSON object."
 
 
+def _why(error: ValueError) -> str:
+    """What a reply that is not an object is told: a limit's own words, else that it is not an object."""
+    return str(error) if isinstance(error, OverLimit) else _NOT_AN_OBJECT
+
+
 def find_json_object(text: str) -> str | None:
     """The first balanced `{...}` block in text (braces inside strings ignored), or None (one pass)."""
     return find_object(text)
@@ -111,15 +116,13 @@ class JSONAdapter(Adapter):
         body = unwrap_fence(text.strip()).strip()
         try:
             values = load_json_object(body)
-        except OverLimit as exc:
-            raise AdapterParseError(str(exc), adapter=self.name, completion=text) from None
-        except ValueError:
+        except ValueError as first:
             block = find_json_object(body)
             if block is None:
-                raise AdapterParseError(_NOT_AN_OBJECT, adapter=self.name, completion=text) from None
+                raise AdapterParseError(_why(first), adapter=self.name, completion=text) from None
             try:
                 values = load_json_object(block)
-            except ValueError:
-                raise AdapterParseError(_NOT_AN_OBJECT, adapter=self.name, completion=text) from None
+            except ValueError as exc:
+                raise AdapterParseError(_why(exc), adapter=self.name, completion=text) from None
         present = {k: v for k, v in values.items() if k in signature.outputs}
         return self.complete(signature, present, completion=text, coerce=coerce_value)
