@@ -17,6 +17,7 @@ Three tables:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -130,10 +131,8 @@ XML_WORST: dict[str, Callable[[int], str]] = {
 
 def once(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
-    try:
+    with contextlib.suppress(ValueError, imp.ImpError):
         fn()
-    except (ValueError, imp.ImpError):
-        pass
     return (time.perf_counter() - start) * 1000
 
 

@@ -121,7 +121,7 @@ def check(name: str, text: str) -> int:
     return lines
 
 
-SIGNIFICANT = list("{}[]\"':,\\ \n<>/=!-`#ntrufalse0123456789.eE") + ["[[ ## answer ## ]]", "<data>", "</data>", "```"]
+SIGNIFICANT = [*list("{}[]\"':,\\ \n<>/=!-`#ntrufalse0123456789.eE"), "[[ ## answer ## ]]", "<data>", "</data>", "```"]
 
 
 @st.composite

@@ -110,7 +110,7 @@ def test_parse_limits_set_with_configure_bound_every_parser() -> None:
             imp.XMLAdapter().parse(imp.signature("q -> a: list[Any]"), "<a>" + "<item>" * 25 + "</item>" * 25 + "</a>")
         with pytest.raises(TypeError, match="context cannot set"), imp.context(parse_limits=imp.ParseLimits()):
             pass
-        with pytest.raises(TypeError, match="takes an imp.ParseLimits"):
+        with pytest.raises(TypeError, match=r"takes an imp\.ParseLimits"):
             imp.configure(parse_limits={"max_depth": 5})
         with pytest.raises(ValueError, match="max_chars is a positive integer"):
             imp.ParseLimits(max_chars=0)
