@@ -350,15 +350,17 @@ class Loader:
 def _provider_url(provider: str) -> str:
     """A provider's own endpoint (the one a file may name without the caller's word)."""
     from imp.models import PROVIDERS
+    from imp.models._http import HTTPLM
 
+    cls: type[HTTPLM]
     if provider == "openai":
         from imp.models.openai import OpenAILM as cls
     elif provider == "openai-responses":
-        from imp.models.openai_responses import OpenAIResponsesLM as cls  # type: ignore[assignment]
+        from imp.models.openai_responses import OpenAIResponsesLM as cls
     elif provider == "openrouter":
-        from imp.models.openai import OpenRouterLM as cls  # type: ignore[assignment]
+        from imp.models.openai import OpenRouterLM as cls
     elif provider == "anthropic":
-        from imp.models.anthropic import AnthropicLM as cls  # type: ignore[assignment]
+        from imp.models.anthropic import AnthropicLM as cls
     else:
         raise Refused(f"the saved lm names the provider {provider!r}; imp knows {', '.join(PROVIDERS)}")
     return cls.default_base_url
