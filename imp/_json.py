@@ -114,7 +114,7 @@ def check_size_and_depth(text: str, what: str = "JSON") -> None:
     """
     check_size(text, what)
     bound = _limits
-    if text.count("{") + text.count("[") <= bound.max_depth:
+    if len(text) <= bound.max_depth or text.count("{") + text.count("[") <= bound.max_depth:
         return
     brackets = _NOT_BRACKET.sub("", _DQ_STRING.sub("", text))
     if brackets and max(accumulate(map(_STEP.__getitem__, brackets))) > bound.max_depth:
