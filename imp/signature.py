@@ -186,22 +186,12 @@ def _choices_first(annotation: Any) -> Any:
 
 
 def _check_pattern(name: str, pattern: Any) -> None:
-    """Refuse a pattern pydantic's linear-time engine cannot run, when the field is declared.
-
-    Patterns are matched by Rust's regex engine (pydantic's default), which never backtracks, so a
-    pattern from a saved file cannot make matching a reply take exponential time; look-around and
-    back-references are what it cannot run.
-    """
-    if not isinstance(pattern, str):
-        raise SignatureError(f"field `{name}`: pattern is a regular expression (text), got {pattern!r:.60}")
+    """Refuse a pattern the linear-time (Rust) engine cannot run: one from a saved file must not backtrack."""
     try:
         pydantic_core.SchemaValidator(pydantic_core.core_schema.str_schema(pattern=pattern))
-    except pydantic_core.SchemaError as exc:
-        reason = str(exc).strip().splitlines()[-1]
-        raise SignatureError(
-            f"field `{name}`: the pattern {pattern!r} cannot be used ({reason}); patterns run on a linear-time "
-            "engine, without look-around or back-references"
-        ) from None
+    except (pydantic_core.SchemaError, TypeError) as exc:
+        why = f"{str(exc).strip().splitlines()[-1].strip()}; no look-around or back-references"
+        raise SignatureError(f"field `{name}`: the pattern {pattern!r:.80} cannot be used ({why})") from None
 
 
 def _make_type_adapter(annotation: Any, constraints: tuple[tuple[str, Any], ...]) -> pydantic.TypeAdapter[Any]:

@@ -74,7 +74,10 @@ PARSERS: dict[str, tuple[Callable[[str], Any], tuple[type[BaseException], ...]]]
     "tool arguments (text)": (decode_arguments, ()),
     "tool arguments (wire)": (parse_arguments, (imp.ImpError, ValueError)),
     "tool arguments (schema)": (
-        lambda t: check_arguments(decode_arguments(t)[0] or {}, {"type": "object", "properties": {}}),
+        lambda t: check_arguments(
+            {"type": "object", "properties": {"a": {"type": "string", "pattern": "(a+)+$"}}},
+            decode_arguments(t)[0] or {},
+        ),
         (),
     ),
     "coerce list": (lambda t: coerce_text(Field("v", "output", list[Any]), t), (CoercionError,)),
@@ -232,3 +235,27 @@ def test_text_too_long_to_repair_is_refused_but_valid_json_of_any_size_is_read()
     assert imp.JSONAdapter().parse(SIG, f"Here it is: {reply} Hope that helps.")["count"] == 1  # found, not repaired
     with pytest.raises(imp.AdapterParseError, match="max_repair_chars"):
         imp.JSONAdapter().parse(SIG, '{"answer": "' + "x" * 20_000)  # cut off, too long to repair
+
+
+def test_a_pattern_from_a_file_cannot_backtrack() -> None:
+    """Schema and signature patterns run on a linear-time engine; one it cannot run is refused at declaration."""
+    evil = r"(a+)+$"
+    field = imp.Signature.load(
+        {
+            "inputs": [{"name": "q", "kind": "input", "type": "str"}],
+            "outputs": [{"name": "a", "kind": "output", "type": "str", "constraints": {"pattern": evil}}],
+        }
+    ).outputs["a"]
+    for size in (30, 3_000):  # Python's re takes minutes at 30 characters
+        outcome, lines = counted(lambda t: coerce_text(field, t), "a" * size + "!")
+        assert isinstance(outcome, CoercionError) and lines < SETUP_LINES
+        schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": evil}}}
+        problems = check_arguments(schema, {"x": "a" * size + "!"})
+        assert problems and "pattern" in problems[0].message
+    with pytest.raises(imp.SignatureError, match="look-around"):
+        imp.Signature.load(
+            {
+                "inputs": [{"name": "q", "kind": "input", "type": "str"}],
+                "outputs": [{"name": "a", "kind": "output", "type": "str", "constraints": {"pattern": "(?=a)a"}}],
+            }
+        )
