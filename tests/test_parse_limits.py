@@ -26,6 +26,7 @@ from mcp import types
 import imp
 from imp._json import find_object, loads, loads_strict
 from imp.mcp._render import render_result
+from imp.mcp._sdk import wire
 from imp.models._wire import parse_arguments
 from imp.observe.picture import load_events
 from imp.signature import Field
@@ -52,7 +53,7 @@ def _items_sig() -> imp.Signature:
 
 def _mcp(text: str) -> Any:
     return render_result(
-        types.CallToolResult(content=[types.TextContent(type="text", text=text)], structuredContent={"result": text})
+        wire(types.CallToolResult(content=[types.TextContent(type="text", text=text)], structuredContent={"result": text}))
     )
 
 
