@@ -53,7 +53,11 @@ def _items_sig() -> imp.Signature:
 
 def _mcp(text: str) -> Any:
     return render_result(
-        wire(types.CallToolResult(content=[types.TextContent(type="text", text=text)], structuredContent={"result": text}))
+        wire(
+            types.CallToolResult(
+                content=[types.TextContent(type="text", text=text)], structuredContent={"result": text}
+            )
+        )
     )
 
 
