@@ -47,7 +47,7 @@ def full_program() -> imp.Predict:
         adapter=imp.JSONAdapter(),
         demos=[{"question": "1+1", "context": "", "answer": 2}],
         config={"temperature": 0.2, "max_tokens": 50, "api_key": SECRET, "extra_headers": {"X-Team": "t"}},
-        adapter_opts={"input_section_renderer": shout_renderer, "agent_line": None, "notes": {"x": [1]}},
+        adapter_opts={"input_section_renderer": shout_renderer, "agent_line": None, "omit_empty_request": True},
         json_fallback=False,
     )
 
@@ -61,7 +61,11 @@ def test_a_predict_round_trips(tmp_path: Path) -> None:
     assert loaded.demos == program.demos
     assert dict(loaded.config) == {"temperature": 0.2, "max_tokens": 50}
     assert isinstance(loaded.adapter, imp.JSONAdapter) and loaded.lm is None
-    assert loaded.adapter_opts == {"input_section_renderer": shout_renderer, "agent_line": None, "notes": {"x": [1]}}
+    assert loaded.adapter_opts == {
+        "input_section_renderer": shout_renderer,
+        "agent_line": None,
+        "omit_empty_request": True,
+    }
     assert loaded.json_fallback is False
 
 
@@ -170,7 +174,9 @@ def test_an_lm_from_imp_lm_is_saved_without_credentials_or_headers(tmp_path: Pat
         "options": {"temperature": 0.1, "max_tokens": 300, "extra_body": {"top_k": 4}},
         "base_url": "https://llm.example.com/v1?region=eu",
     }
-    loaded = load(path)
+    with pytest.raises(LoadError, match="trust_endpoint"):  # the file names an endpoint: the caller must say
+        load(path)
+    loaded = load(path, trust_endpoint="https://llm.example.com/v1?region=eu")
     rebuilt = loaded.lm  # type: ignore[attr-defined]
     assert (rebuilt.provider, rebuilt.model, rebuilt.base_url) == ("openai", "gpt-4o-mini", saved["base_url"])
     assert rebuilt.defaults == saved["options"]
