@@ -18,11 +18,14 @@ from typing import Any, Literal, TypedDict, Unpack
 import pydantic
 
 from imp._annotation import admits_none, base_annotation, is_history
+from imp._field_names import RESERVED_INPUT_NAMES, RESERVED_OUTPUT_NAMES, reserved_name_problem
 from imp._typeparse import parse_type, type_to_text
 from imp.errors import SignatureError
 
 __all__ = [
     "MISSING",
+    "RESERVED_INPUT_NAMES",
+    "RESERVED_OUTPUT_NAMES",
     "Field",
     "FieldKind",
     "InputField",
@@ -30,6 +33,7 @@ __all__ = [
     "Signature",
     "SignatureLike",
     "as_signature",
+    "reserved_name_problem",
     "signature",
 ]
 
@@ -446,6 +450,9 @@ def _check_fields(inputs: list[Field], outputs: list[Field]) -> None:
     for f in [*inputs, *outputs]:
         if not _NAME.match(f.name):
             raise SignatureError(f"`{f.name}` is not a valid field name (letters, digits and _, not first a digit)")
+        problem = reserved_name_problem(f.name, f.kind)
+        if problem is not None:
+            raise SignatureError(problem)
         if f.name in seen:
             raise SignatureError(f"input and output fields must have distinct names, but found duplicates: '{f.name}'")
         seen.add(f.name)
@@ -510,6 +517,9 @@ def _parse_side(text: str, offset: int, kind: FieldKind, source: str) -> list[Fi
             )
         name = match.group(1)
         name_at = at + match.start(1)
+        problem = reserved_name_problem(name, kind)
+        if problem is not None:
+            raise SignatureError(problem, text=source, position=name_at)
         if name in seen:
             raise SignatureError(f"the field `{name}` is declared twice", text=source, position=name_at)
         seen.add(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import functools
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import anyio
 
@@ -34,6 +34,15 @@ class Program(abc.ABC):
     @abc.abstractmethod
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
         """Run once on these inputs (already merged into one dict)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Refused, naming the way to run it: DSPy calls a module, imp runs a program with `imp.call`."""
+        given = ", ".join([*(f"{k}=..." for k in kwargs)] or [f"{n}=..." for n in self.signature.inputs])
+        raise TypeError(
+            f"a {type(self).__name__} program is not called directly: run it with "
+            f"`imp.call_sync(program, {given})` in a script or a notebook, "
+            f"or `await imp.call(program, {given})` in async code"
+        )
 
     def render(self, inputs: Mapping[str, Any] | None = None, /, **fields: Any) -> RenderedRequest:
         """The exact first request (messages and options) this program would send for these inputs, not sent."""
