@@ -420,9 +420,13 @@ class Predict(Program):
                 tap = current_tap()
                 if tap is not None:
                     tap.put(StreamPart("retry", reason=f"{first_error}; asking again with {fallback.name}"))
-                response = await request(
-                    lm, retry_messages, retry_options, program=type(self).__name__, reads=(fallback, signature)
-                )
+                try:
+                    response = await request(
+                        lm, retry_messages, retry_options, program=type(self).__name__, reads=(fallback, signature)
+                    )
+                except LMError as exc:  # the provider's error, as itself; the note says why it was sent
+                    exc.add_note(f"(the JSON fallback's request, sent because {first_error})")
+                    raise
                 try:
                     fields = read_response(fallback, signature, response)
                 except AdapterParseError as second_error:

@@ -149,3 +149,19 @@ def test_a_react_turn_that_ends_on_a_parse_error_records_the_excerpt() -> None:
     assert not prediction.complete and prediction.metadata.termination_cause == "parse_error"
     assert errors and all("the model wrote '[[ ## answer ## ]]\\nperhaps'" in e for e in errors), errors
     assert "Asked again with the JSON fallback" in errors[-1]  # the extractor's Predict asked again
+
+
+def test_a_provider_error_on_the_fallbacks_request_is_raised_as_itself_saying_why_it_was_sent() -> None:
+    lm = imp.ScriptedLM(["Yes, the sky is blue.", imp.LMError("busy", status=503, provider="openai")])
+    with pytest.raises(imp.ProviderUnavailable) as info:
+        imp.call_sync(imp.predict(QA, lm=lm), question="Is the sky blue?")
+    (note,) = info.value.__notes__
+    assert note.startswith("(the JSON fallback's request, sent because ChatAdapter could not parse the reply")
+    assert "the model wrote 'Yes, the sky is blue.'" in note
+
+
+def test_a_description_in_single_quotes_says_to_use_double_quotes() -> None:
+    with pytest.raises(
+        imp.SignatureError, match=r'a description is written in double quotes: `name: type "description"`'
+    ):
+        imp.signature("question -> answer: str 'the answer'")

@@ -173,3 +173,50 @@ def test_a_sync_call_from_a_worker_thread_honours_the_deadline(backend: str) -> 
     started = time.monotonic()
     anyio.run(main, backend=backend)
     assert time.monotonic() - started < BOUND
+
+
+# --- as a decorator ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_as_a_decorator_it_bounds_each_call_of_an_async_function(backend: str) -> None:
+    """contextlib's decorator would leave the block before the coroutine ran: nothing bounded."""
+
+    @imp.deadline(0.3)
+    async def handler(question: str) -> imp.Prediction:
+        return await imp.call(slow_predict(), question=question)
+
+    async def main() -> None:
+        for _ in range(2):  # each call gets the whole 0.3 s
+            started = time.monotonic()
+            with pytest.raises(imp.DeadlineExceeded):
+                await handler("slow")
+            assert 0.25 <= time.monotonic() - started < BOUND
+
+    anyio.run(main, backend=backend)
+    assert handler.__name__ == "handler"
+
+
+def test_as_a_decorator_it_bounds_each_call_of_a_sync_function() -> None:
+    @imp.deadline(0.3)
+    def script(question: str) -> imp.Prediction:
+        return imp.call_sync(slow_predict(), question=question)
+
+    started = time.monotonic()
+    with pytest.raises(imp.DeadlineExceeded):
+        script("slow")
+    assert time.monotonic() - started < BOUND
+
+
+def test_one_block_is_open_once_at_a_time_and_may_be_entered_again_after() -> None:
+    block = imp.deadline(5)
+    with block, pytest.raises(RuntimeError, match="already open"), block:
+        pass
+    with block:
+        assert imp.call_sync(imp.predict(QA, lm=answering_lm(echo)), question="again").answer == "AGAIN"
+    assert repr(block) == "imp.deadline(5)"
+
+
+def test_a_bool_is_not_a_number_of_seconds() -> None:
+    with pytest.raises(ValueError, match="non-negative number of seconds"):
+        imp.deadline(True)
