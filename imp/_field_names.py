@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["RESERVED_INPUT_NAMES", "RESERVED_OUTPUT_NAMES", "reserved_name_problem"]
+import re
+
+__all__ = ["RESERVED_INPUT_NAMES", "RESERVED_OUTPUT_NAMES", "name_problem", "reserved_name_problem"]
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 RESERVED_OUTPUT_NAMES = frozenset(
     {
@@ -43,3 +47,10 @@ def reserved_name_problem(name: str, kind: str) -> str | None:
             f"rename the field, e.g. `{name}_`"
         )
     return None
+
+
+def name_problem(name: str, kind: str) -> str | None:
+    """Why a field cannot take this name (not an identifier, or reserved), or None."""
+    if not _NAME.match(name):
+        return f"`{name}` is not a valid field name (letters, digits and _, not first a digit)"
+    return reserved_name_problem(name, kind)

@@ -317,3 +317,42 @@ def test_a_warned_tool_still_works_as_before() -> None:
         warnings.simplefilter("ignore")
         made = imp.tool(undocumented)
     assert (made.description, made.parameters["properties"]) == ("", {"team": {}})
+
+
+# --- DSPy's module methods and copies ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "instead"),
+    [
+        ("forward", "imp.call_sync(program, ...)"),
+        ("aforward", "await imp.call(program, ...)"),
+        ("batch", "imp.parallel(program, inputs)"),
+        ("named_predictors", "program.parameters()"),
+        ("set_lm", "program.with_lm(lm)"),
+        ("save", "imp.save(program, path)"),
+        ("load_state", "imp.load(path)"),
+        ("deepcopy", "immutable"),
+    ],
+)
+@pytest.mark.parametrize("kind", list(PROGRAMS))
+def test_a_dspy_module_method_says_what_imp_has_instead(kind: str, name: str, instead: str) -> None:
+    program = PROGRAMS[kind]()
+    with pytest.raises(AttributeError, match=f"no `.{name}\\(\\)` \\(a DSPy module's method\\)") as info:
+        getattr(program, name)
+    assert instead in str(info.value)
+    assert not hasattr(program, name)
+
+
+def test_other_missing_attributes_read_as_pythons_own_error() -> None:
+    with pytest.raises(AttributeError, match=r"^'Predict' object has no attribute 'nothing'$"):
+        _ = imp.predict(QA).nothing  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("kind", list(PROGRAMS))
+def test_a_program_deep_copies_sharing_its_immutable_signature(kind: str) -> None:
+    import copy
+
+    program = PROGRAMS[kind]()
+    copied = copy.deepcopy(program)
+    assert type(copied) is type(program) and copied.signature is program.signature

@@ -74,6 +74,9 @@ class Tool:
     def __hash__(self) -> int:
         return hash((self.name, self.description, self.runner))
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tool:
+        return self  # a frozen value (its schema a read-only mapping): `copy.deepcopy(program)` shares it
+
     @property
     def is_async(self) -> bool:
         """Whether the runner is a coroutine function (it runs on the event loop, not in a thread)."""
