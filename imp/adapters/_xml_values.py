@@ -46,7 +46,7 @@ MAX_ELEMENTS = 10_000
 _OPEN = re.compile(r"<([A-Za-z_][\w.-]*)(\s[^<>]*)?/?>")
 _XML_NAME = re.compile(r"[A-Za-z_][\w.-]*\Z")
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&quot;": '"', "&apos;": "'", "&amp;": "&"}
-_ENTITY = re.compile("|".join(map(re.escape, _ENTITIES)))
+_ENTITY = re.compile("|".join(map(re.escape, _ENTITIES)) + r"|&#(\d{1,7});|&#[xX]([0-9A-Fa-f]{1,6});")
 _SEQUENCES = (list, tuple, set, frozenset)
 
 
@@ -56,8 +56,20 @@ def escape(text: str) -> str:
 
 
 def unescape(text: str) -> str:
-    """Text between tags as written before escaping."""
-    return _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
+    """Text between tags as written before escaping: the five named entities, and character
+    references (`&#34;`, `&#x22;`), which XML defines too and a model writes when its prompt was
+    HTML-escaped by the server (llama-cpp-python's chatml-function-calling)."""
+    return _ENTITY.sub(_unescaped, text)
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    decimal, hexadecimal = match.group(1), match.group(2)
+    if decimal is None and hexadecimal is None:
+        return _ENTITIES[match.group(0)]
+    code = int(decimal) if decimal is not None else int(hexadecimal, 16)
+    if code in (0x9, 0xA, 0xD) or 0x20 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD or 0x10000 <= code <= 0x10FFFF:
+        return chr(code)
+    return match.group(0)  # not a character XML allows: kept as written
 
 
 class Budget:

@@ -257,3 +257,27 @@ def test_a_unions_member_is_the_one_whose_tags_fit() -> None:
 def test_a_recursive_models_layout_stops_at_the_recursion() -> None:
     system, _ = XML.format(signature(out("root", Node)), {"question": "?"})
     assert "<root>\n<value>...</value><children><item>...</item></children>" in system["content"]
+
+
+# --- character references ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("./data.json&#34;", './data.json"'),  # as SmolLM2 writes it after an HTML-escaped prompt
+        ("it&#39;s &#x22;fine&#x22;", 'it\'s "fine"'),
+        ("&amp;#34; stays", "&#34; stays"),  # an escaped reference is text, decoded once
+        ("&#0;&#xD800;&#1114112;", "&#0;&#xD800;&#1114112;"),  # not XML characters: kept as written
+    ],
+)
+def test_character_references_are_read_as_xml_defines_them(written: str, read: str) -> None:
+    sig = signature(out("path", str), out("tags", list[str]))
+    parsed = XML.parse(sig, f"<path>{written}</path><tags><item>{written}</item></tags>")
+    assert parsed == {"path": read, "tags": [read]}
+
+
+def test_text_that_looks_like_a_reference_round_trips() -> None:
+    sig = signature(out("note", str))
+    for text in ["&#34;", "a &#x41; b", "&amp;"]:
+        assert XML.parse(sig, XML.reply_text(sig, {"note": text})) == {"note": text}
