@@ -35,12 +35,14 @@ class Program(abc.ABC):
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
         """Run once on these inputs (already merged into one dict)."""
 
-    def __getattr__(self, name: str) -> Any:
-        """Only for names that are missing: DSPy's module methods say what imp has instead."""
-        instead = _DSPY_METHODS.get(name)
-        if instead is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        raise AttributeError(f"an imp program has no `.{name}()` (a DSPy module's method): {instead}")
+    if not TYPE_CHECKING:  # hidden from type checkers, which would take every missing name for Any
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names that are missing: DSPy's module methods say what imp has instead."""
+            instead = _DSPY_METHODS.get(name)
+            if instead is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            raise AttributeError(f"an imp program has no `.{name}()` (a DSPy module's method): {instead}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
         """Refused, naming the way to run it: DSPy calls a module, imp runs a program with `imp.call`."""
