@@ -284,9 +284,13 @@ def read_value(inner: str, annotation: Any, budget: Budget, depth: int = 1) -> A
         shaped = _shaped_members(base, children)
         if not shaped:
             return _untyped(children, budget, depth)
-        values = [read_value(inner, member, budget, depth) for member in shaped]
-        fitting = [v for v, member in zip(values, shaped, strict=True) if _validates(v, member)]
-        return (fitting or values)[0]
+        first: Any = None
+        for index, member in enumerate(shaped):  # the best-fitting member whose value validates
+            value = read_value(inner, member, budget, depth)
+            if _validates(value, member):
+                return value
+            first = value if index == 0 else first
+        return first
     children = elements(inner, budget)
     origin = typing.get_origin(base) or base
     args = typing.get_args(base)
@@ -304,9 +308,12 @@ def read_value(inner: str, annotation: Any, budget: Budget, depth: int = 1) -> A
         return loaded
     if origin in _SEQUENCES:
         item = args[0] if args else Any
-        if not any(tag == "item" for tag, _ in children):
-            return [read_value(inner, item, budget, depth + 1)]
-        return [read_value(body, item, budget, depth + 1) for tag, body in children if tag == "item"]
+        if any(tag == "item" for tag, _ in children):
+            return [read_value(body, item, budget, depth + 1) for tag, body in children if tag == "item"]
+        if _left_over(children, item) and len({tag for tag, _ in children}) == 1:
+            # Items under a tag of the model's own choosing (`<tag>a</tag><tag>b</tag>`), not an object's.
+            return [read_value(body, item, budget, depth + 1) for _, body in children]
+        return [read_value(inner, item, budget, depth + 1)]  # one object, its tags straight inside
     out: dict[str, Any] = {}
     if origin is dict:
         value_type = args[1] if len(args) == 2 else Any
@@ -335,10 +342,11 @@ def _shaped_members(annotation: Any, children: list[tuple[str, str]]) -> list[An
 
 
 def _left_over(children: list[tuple[str, str]], annotation: Any) -> int:
-    """How many children an object annotation has no place for: unknown tags, and a non-list member's repeats."""
+    """How many children an object annotation has no place for: unknown tags, and a non-list member's
+    repeats (every child, for a type that is not an object)."""
     members = _members(base_annotation(annotation))
     if members is None:
-        return 0
+        return len(children) if not structured(annotation) else 0
     taken: set[str] = set()
     left = 0
     for tag, _ in children:

@@ -281,3 +281,20 @@ def test_text_that_looks_like_a_reference_round_trips() -> None:
     sig = signature(out("note", str))
     for text in ["&#34;", "a &#x41; b", "&amp;"]:
         assert XML.parse(sig, XML.reply_text(sig, {"note": text})) == {"note": text}
+
+
+def test_list_items_under_a_tag_of_the_models_own_choosing_are_items() -> None:
+    """`<item>` is what imp asks for; a model that names its items otherwise still gives a list."""
+    sig = signature(out("tags", list[str]), out("orders", list[Order]))
+    reply = (
+        "<tags><tag>a</tag><tag>b</tag></tags>"
+        "<orders><order><order_id>1</order_id><address /><labels /></order>"
+        "<order><order_id>2</order_id><address><city>Oslo</city></address><labels>x</labels></order></orders>"
+    )
+    assert XML.parse(sig, reply) == {
+        "tags": ["a", "b"],
+        "orders": [
+            {"order_id": 1, "address": None, "labels": []},
+            {"order_id": 2, "address": {"city": "Oslo"}, "labels": ["x"]},
+        ],
+    }
