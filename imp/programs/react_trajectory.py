@@ -115,6 +115,7 @@ class ReActTrajectory(ToolLoop, Program):
 
     loop_tool: ClassVar[str] = FINISH
     label: ClassVar[str] = "imp.react_trajectory"
+    zero_iters: ClassVar[str] = "a call that should go straight to the extraction gives its own max_iters=0"
 
     def __post_init__(self) -> None:
         super().__post_init__()
