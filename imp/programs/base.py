@@ -54,7 +54,7 @@ class Program(abc.ABC):
             f"or `await imp.call(program, {given})` in async code"
         )
 
-    def render(self, inputs: Mapping[str, object] | None = None, /, **fields: Any) -> RenderedRequest:
+    def render(self, inputs: Mapping[str, object] | None = None, /, **fields: object) -> RenderedRequest:
         """The exact first request (messages and options) this program would send for these inputs, not sent."""
         from imp.programs.rendered import render
 
