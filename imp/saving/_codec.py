@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from imp._redact import is_secret_key
-from imp.adapters import Adapter, SavedAdapter, load_adapter, saved_adapter, saved_names
+from imp.adapters import Adapter, Guidance, SavedAdapter, load_adapter, saved_adapter, saved_names
 from imp.errors import ImpError, SignatureError
 from imp.models.base import LM
 from imp.models.scripted import ScriptedLM, StaticLM
@@ -148,6 +148,8 @@ class Saver:
                 self.value(v, f"{where}[{i}]", drop_secrets=drop_secrets, functions=functions)
                 for i, v in enumerate(value)
             ]
+        if isinstance(value, Guidance):
+            return {"lines": list(value.lines), "text_answer": value.text_answer}
         if isinstance(value, Example):
             return self.value(value.to_dict(), where, drop_secrets=drop_secrets, functions=functions)
         if isinstance(value, Prediction):
@@ -314,6 +316,8 @@ class Loader:
         except Refused as exc:
             raise LoadError(str(exc)) from None
         resolved: dict[str, Any] = self.value(dict(data or {}), "adapter_opts")
+        if resolved.get("guidance") is not None:
+            resolved["guidance"] = _guidance(resolved["guidance"])
         return resolved
 
     def fields(self, data: Any, allowed: Iterable[str], where: str) -> Mapping[str, Any]:
@@ -354,3 +358,18 @@ def _provider_url(provider: str) -> str:
     else:
         raise Refused(f"the saved lm names the provider {provider!r}; imp knows {', '.join(PROVIDERS)}")
     return cls.default_base_url
+
+
+def _guidance(data: Mapping[str, Any]) -> Guidance:
+    """A saved `guidance` option: `{"lines": [...], "text_answer": bool}`, as `Saver.value` writes it."""
+    unknown = sorted(str(k) for k in data if k not in ("lines", "text_answer"))
+    lines = data.get("lines", [])
+    text_answer = data.get("text_answer", False)
+    if unknown or not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+        raise LoadError(
+            "adapter_opts.guidance is {\"lines\": [strings], \"text_answer\": true or false}"
+            + (f"; it has unknown keys {unknown}" if unknown else "")
+        )
+    if not isinstance(text_answer, bool):
+        raise LoadError("adapter_opts.guidance.text_answer is true or false")
+    return Guidance(lines=tuple(lines), text_answer=text_answer)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import imp
 from imp.models import lm as make_lm
 from imp.models.base import LMResponse, Message
 from imp.programs.base import Program
+from imp.saving._file import _checksum
 from imp.saving import (
     ChecksumError,
     Loader,
@@ -67,6 +69,38 @@ def test_a_predict_round_trips(tmp_path: Path) -> None:
         "omit_empty_request": True,
     }
     assert loaded.json_fallback is False
+
+
+@pytest.mark.parametrize("adapter", [imp.ChatAdapter(), imp.JSONAdapter(), imp.XMLAdapter()])
+def test_a_guidance_option_round_trips_and_formats_as_before(tmp_path: Path, adapter: imp.Adapter) -> None:
+    guidance = imp.Guidance(lines=("Answer in one word.", "Cite nothing."), text_answer=False)
+    program = imp.predict("question -> answer", adapter=adapter, adapter_opts={"guidance": guidance})
+    path = save(program, tmp_path / "guided.json")
+    assert json.loads(path.read_text())["program"]["adapter_opts"]["guidance"] == {
+        "lines": ["Answer in one word.", "Cite nothing."],
+        "text_answer": False,
+    }
+    loaded = load(path)
+    assert loaded.adapter_opts == {"guidance": guidance}
+    assert loaded.render(question="2+2?").messages == program.render(question="2+2?").messages
+
+
+@pytest.mark.parametrize(
+    ("guidance", "message"),
+    [
+        ({"lines": ["x"], "tool_names": ["a"]}, "unknown keys ['tool_names']"),
+        ({"lines": "x"}, "guidance is"),
+        ({"lines": ["x"], "text_answer": "yes"}, "text_answer is true or false"),
+    ],
+)
+def test_a_saved_guidance_of_another_shape_is_refused(tmp_path: Path, guidance: Any, message: str) -> None:
+    path = save(imp.predict("question -> answer"), tmp_path / "qa.json")
+    document = json.loads(path.read_text())
+    document["program"]["adapter_opts"] = {"guidance": guidance}
+    document["checksum"] = _checksum(document)  # a plain SHA-256: anyone can recompute it
+    path.write_text(json.dumps(document))
+    with pytest.raises(LoadError, match=re.escape(message)):
+        load(path)
 
 
 def test_the_loaded_program_runs_and_formats_as_before(tmp_path: Path) -> None:
