@@ -20,7 +20,6 @@ import imp
 from imp.models import lm as make_lm
 from imp.models.base import LMResponse, Message
 from imp.programs.base import Program
-from imp.saving._file import _checksum
 from imp.saving import (
     ChecksumError,
     Loader,
@@ -34,6 +33,7 @@ from imp.saving import (
     register_program_kind,
     save,
 )
+from imp.saving._file import _checksum
 
 SECRET = "sk-live-abcdefghijklmnopqrstuvwxyz0123"
 TWICE_SIGNATURE = imp.signature("question -> answer")
