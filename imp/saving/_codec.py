@@ -367,7 +367,7 @@ def _guidance(data: Mapping[str, Any]) -> Guidance:
     text_answer = data.get("text_answer", False)
     if unknown or not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
         raise LoadError(
-            "adapter_opts.guidance is {\"lines\": [strings], \"text_answer\": true or false}"
+            'adapter_opts.guidance is {"lines": [strings], "text_answer": true or false}'
             + (f"; it has unknown keys {unknown}" if unknown else "")
         )
     if not isinstance(text_answer, bool):
