@@ -27,6 +27,7 @@ from imp.errors import (
     InvalidInputError,
     InvalidResponse,
     LMError,
+    MediaRefused,
     MissingInputError,
     NotFound,
     ProviderUnavailable,
@@ -39,6 +40,7 @@ from imp.errors import (
     UnsupportedOption,
 )
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
+from imp.media import Audio, File, Image
 from imp.models import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
 
 if TYPE_CHECKING:
@@ -120,6 +122,7 @@ __all__ = [
     "Adapter",
     "AdapterParseError",
     "Allow",
+    "Audio",
     "AuthenticationError",
     "BadRequest",
     "BootstrapFewShot",
@@ -139,10 +142,12 @@ __all__ = [
     "Example",
     "ExecutionCancelled",
     "Field",
+    "File",
     "Finish",
     "FunctionProgram",
     "GEPA",
     "History",
+    "Image",
     "ImpError",
     "InputField",
     "InvalidInputError",
@@ -154,6 +159,7 @@ __all__ = [
     "LMResponse",
     "LabeledFewShot",
     "LoadError",
+    "MediaRefused",
     "MissingInputError",
     "NotFound",
     "OptimizationResult",
