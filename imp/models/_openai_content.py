@@ -1,0 +1,188 @@
+"""Chat Completions content: text, images, audio and documents as OpenAI's parts, for OpenAI,
+OpenRouter and the OpenAI-compatible servers (llama.cpp, vLLM, Ollama, ...).
+
+A user message with media becomes a list of parts: `text`, `image_url` (a URL or a data URI),
+`input_audio` (base64 WAV or MP3) and `file` (a PDF as base64 `file_data` with a `filename`).
+A tool message takes text only in this API, so a tool result holding media is written as its
+text (each value shown by its description) and the values follow in one user message after the
+run of tool messages, each named by its description and call id.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from imp.media import MediaKind
+from imp.models._media_wire import (
+    ANY_TYPE,
+    Encoded,
+    MediaRule,
+    MediaWriter,
+    audio_format,
+    is_text_document,
+    parts_of,
+)
+from imp.records import MediaPart, content_text
+
+if TYPE_CHECKING:
+    from imp.models.openai import OpenAILM
+
+__all__ = ["NO_VISION", "ChatContent", "chat_media_writer"]
+
+_MB = 1024 * 1024
+# OpenAI documents image inputs as PNG, JPEG, WebP and non-animated GIF, up to 20 MB per image and
+# 50 MB of image bytes per request, given as a URL or a base64 data URI.
+_OPENAI_IMAGE = MediaRule(frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}), 20 * _MB, url=True)
+# OpenAI documents `input_audio` as base64 WAV or MP3, with no URL form, on its audio models.
+_OPENAI_AUDIO = MediaRule(frozenset({"audio/wav", "audio/mpeg"}))
+# OpenAI documents PDFs in Chat Completions as a `file` part with base64 `file_data`: "inputs by file
+# URL are not supported for chat completions"; up to 100 pages and 32 MB across the files of a request.
+_OPENAI_FILE = MediaRule(frozenset({"application/pdf"}))
+_OPENAI_TOTALS: Mapping[MediaKind, int] = {"image": 50 * _MB, "file": 32 * _MB}
+
+# What the compatible servers document for `/v1/chat/completions`: llama.cpp's server (with a model's
+# multimodal projector) and vLLM take `image_url` (a data URI or a URL) and `input_audio` (WAV, MP3) on
+# models that read them; Ollama takes images (base64 or a URL) and no audio. None documents `file`
+# parts: a text document is written into the text, a PDF is refused. Each server decodes images
+# itself, so any image type is passed on; sizes are the server's own settings.
+_COMPATIBLE: Mapping[MediaKind, MediaRule] = {"image": MediaRule(ANY_TYPE, url=True), "audio": _OPENAI_AUDIO}
+_COMPATIBLE_REFUSAL: Mapping[MediaKind, str] = {
+    "file": "an OpenAI-compatible server takes no file parts (a text document is sent as text; a PDF is not)",
+}
+
+# OpenAI's models that read no images (nor PDFs, which are read as page images); only the audio models
+# read audio. Declare others with `capabilities=imp.LMCapabilities(media=...)`.
+NO_VISION = re.compile(
+    r"^(gpt-3\.5|gpt-4(-0314|-0613|-32k.*)?$|o1-mini|o1-preview|o3-mini|gpt-4o(-mini)?-(audio|realtime|search)"
+    r"|gpt-audio|gpt-realtime|davinci|babbage)"
+)
+
+
+_VISUAL: tuple[MediaKind, ...] = ("image", "file")
+
+
+def chat_media_writer(lm: OpenAILM) -> MediaWriter:
+    """What this client takes: OpenAI's documented limits on OpenAI and OpenRouter, the compatible
+    servers' documented part shapes elsewhere; narrowed (or widened) by `capabilities.media`."""
+    official = lm.base_url == lm.default_base_url.rstrip("/")
+    declared = lm.capabilities.media
+    rules: dict[MediaKind, MediaRule]
+    refusal: dict[MediaKind, str] = {}
+    if official:
+        rules = {"image": _OPENAI_IMAGE, "audio": _OPENAI_AUDIO, "file": _OPENAI_FILE}
+        if declared is None and lm.provider == "openai":
+            if NO_VISION.match(lm.model):
+                for kind in _VISUAL:
+                    del rules[kind]
+                    refusal[kind] = f"openai's {lm.model} reads no images or PDFs"
+            if "audio" not in lm.model:
+                del rules["audio"]
+                refusal["audio"] = f"openai's {lm.model} reads no audio (OpenAI's audio models do: gpt-audio, ...)"
+    else:
+        rules = dict(_COMPATIBLE)
+        refusal.update(_COMPATIBLE_REFUSAL)
+        if declared is not None and "file" in declared:
+            rules["file"] = _OPENAI_FILE
+    if declared is not None:
+        for kind in list(rules):
+            if kind not in declared:
+                del rules[kind]
+                refusal[kind] = f"{lm.model} at {lm.base_url} is declared to take no {kind}s (capabilities.media)"
+    label = lm.provider if official else f"{lm.provider} at {lm.base_url}"
+    return MediaWriter(label, rules, refusal, totals=_OPENAI_TOTALS if official else {})
+
+
+class ChatContent:
+    """Writes one request's message contents; holds the media of tool results until their run ends."""
+
+    __slots__ = ("_lm", "_writer", "pending")
+
+    def __init__(self, lm: OpenAILM) -> None:
+        self._lm = lm
+        self._writer: MediaWriter | None = None
+        self.pending: list[dict[str, Any]] = []
+        """Parts of tool results' media, sent as one user message after the tool messages."""
+
+    @property
+    def writer(self) -> MediaWriter:
+        if self._writer is None:
+            self._writer = chat_media_writer(self._lm)
+        return self._writer
+
+    def flush(self) -> dict[str, Any] | None:
+        """The user message carrying the tool results' media, if any are waiting."""
+        if not self.pending:
+            return None
+        message = {"role": "user", "content": self.pending}
+        self.pending = []
+        return message
+
+    def content(self, role: str, content: Any, call_id: str | None = None) -> Any:
+        """A message's `content` in this API's shape."""
+        if not isinstance(content, list):
+            return content
+        if role == "tool":
+            return self._tool_content(content, call_id or "")
+        if role != "user":
+            return content_text(content)
+        parts: list[dict[str, Any]] = []
+        text: list[str] = []
+        plain = True
+        for part in parts_of(content):
+            written: dict[str, Any] | str
+            if isinstance(part, MediaPart):
+                written = self._media(part)
+            else:
+                written = part if isinstance(part, str) else dict(part)  # a mapping: already a part of this API
+            if isinstance(written, str):
+                text.append(written)
+                continue
+            if text:
+                parts.append({"type": "text", "text": "".join(text)})
+                text = []
+            plain = False
+            parts.append(written)
+        if plain:
+            return "".join(text)
+        if text:
+            parts.append({"type": "text", "text": "".join(text)})
+        return [p for p in parts if p.get("type") != "text" or p.get("text")]
+
+    def _tool_content(self, content: list[Any], call_id: str) -> str:
+        media = [p for p in parts_of(content) if isinstance(p, MediaPart)]
+        for part in media:
+            written = self._media(part)
+            if isinstance(written, str):
+                self.pending.append({"type": "text", "text": f"{part} from tool call {call_id}:\n{written}"})
+                continue
+            self.pending.append({"type": "text", "text": f"{part} from tool call {call_id}:"})
+            self.pending.append(written)
+        shown = content_text(content)
+        return f"{shown}\n(the media are in the next message)" if media else shown
+
+    def _media(self, part: MediaPart) -> dict[str, Any] | str:
+        """One media value as a part (a text document as its text, where no file part is taken)."""
+        media = part.media
+        writer = self.writer
+        if media.kind == "file" and is_text_document(media) and "file" not in writer.rules:
+            if media.data is None:
+                writer.check(part, url_ok=False)
+            return writer.text_of(part)
+        if media.kind == "file" and is_text_document(media) and media.media_type not in writer.rules["file"].types:
+            return writer.text_of(part)
+        writer.check(part)
+        if media.kind == "image":
+            source: Any = media.url if media.data is None else Encoded(media, f"data:{media.media_type};base64,")
+            return {"type": "image_url", "image_url": {"url": source}}
+        if media.kind == "audio":
+            return {"type": "input_audio", "input_audio": {"data": Encoded(media), "format": audio_format(media)}}
+        extension = (media.media_type or "application/pdf").rsplit("/", 1)[-1]
+        return {
+            "type": "file",
+            "file": {
+                "filename": media.name or f"document.{extension}",
+                "file_data": Encoded(media, f"data:{media.media_type};base64,"),
+            },
+        }
