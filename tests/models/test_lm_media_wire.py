@@ -276,3 +276,22 @@ async def test_the_streamed_body_is_the_same_bytes_as_a_whole_one(fake: FakeProv
     assert int(headers["content-length"]) == len(received.raw)
     assert "transfer-encoding" not in headers
     assert received.json["messages"][0]["content"][1]["image_url"]["url"] == value.data_uri()
+
+
+async def test_the_cache_keys_on_the_media_digest_never_its_bytes(fake: FakeProvider) -> None:
+    from imp.models import MemoryCache
+    from imp.models.cache import cache_key
+    from imp.models.openai import _wire_messages
+
+    reply = load_media_fixture("openai/image_data_uri.json")["interactions"][0]["response"]["json"]
+    fake.add(Reply(json=reply), Reply(json=reply))
+    async with official(OpenAILM, "gpt-4o", fake) as lm:
+        cache = MemoryCache()
+        first = await lm.request([{"role": "user", "content": ["Which?", image(KIWI)]}], cache=cache)
+        again = await lm.request([{"role": "user", "content": ["Which?", image(KIWI)]}], cache=cache)  # same bytes
+        other = await lm.request([{"role": "user", "content": ["Which?", image(POTATO)]}], cache=cache)
+        assert (first.cache_hit, again.cache_hit, other.cache_hit) == (False, True, False)
+        assert len(fake.requests) == 2
+        body = {"model": "gpt-4o", "messages": _wire_messages(lm, [{"role": "user", "content": [image(KIWI)]}])}
+    assert image(KIWI).sha256 in str(body) and image(KIWI).base64()[:64] not in str(body)
+    assert cache_key("openai", "x", body) == cache_key("openai", "x", {"model": "gpt-4o", "messages": _wire_messages(lm, [{"role": "user", "content": [image(KIWI)]}])})
