@@ -48,7 +48,10 @@ REPLY = json.dumps(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": "[[ ## answer ## ]]\nA test card.\n\n[[ ## completed ## ]]"},
+                "message": {
+                    "role": "assistant",
+                    "content": "[[ ## answer ## ]]\nA test card.\n\n[[ ## completed ## ]]",
+                },
                 "finish_reason": "stop",
             }
         ],
@@ -91,7 +94,8 @@ class _Server(asyncio.Protocol):
                 del self.buffer[: tail + 7]
             assert self.transport is not None
             self.transport.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(REPLY), REPLY)
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                % (len(REPLY), REPLY)
             )
 
 
@@ -124,7 +128,9 @@ async def _raw(base: str) -> tuple[Send, Callable[[], Awaitable[None]]]:
         uri = "data:image/png;base64," + base64.b64encode(IMAGE).decode()
         content = [{"type": "text", "text": "What is it?"}, {"type": "image_url", "image_url": {"url": uri}}]
         body = json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": content}]}).encode()
-        response = await client.post(f"{base}/chat/completions", content=body, headers={"content-type": "application/json"})
+        response = await client.post(
+            f"{base}/chat/completions", content=body, headers={"content-type": "application/json"}
+        )
         return response.json()
 
     return send, client.aclose
@@ -249,7 +255,9 @@ def main() -> None:
                 print(f"{name:<34} {found}")
                 continue
             one, four = found
-            print(f"{name:<34} {one / MB:>9.2f} MB {one / ENCODED:>10.2f}x {four / MB:>9.2f} MB {four / ENCODED:>10.2f}x")
+            print(
+                f"{name:<34} {one / MB:>9.2f} MB {one / ENCODED:>10.2f}x {four / MB:>9.2f} MB {four / ENCODED:>10.2f}x"
+            )
     finally:
         server.terminate()
         server.join()

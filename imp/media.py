@@ -341,6 +341,9 @@ class Media:
             served = response.headers.get("content-type")
         data = b"".join(chunks)
         served_type = normal_media_type(served) if served else None
+        if served_type and self.kind != "file" and served_type.split("/")[0] != self.kind and sniff(data) is None:
+            # a page in place of the image (a login wall, an error page): not what the URL promised
+            raise ValueError(f"{_shown_url(url)} served {served_type}, not {self.noun}")
         usable = served_type if served_type and served_type.split("/")[0] == self.kind else None
         given = self.media_type or usable
         fetched = type(self).from_bytes(data, given if sniff(data) is None else None, name=self.name)

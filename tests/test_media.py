@@ -278,3 +278,26 @@ async def test_fetch_downloads_only_when_asked(image_server: tuple[str, list[str
         await imp.Image.from_url(f"{base}/big.png").fetch(max_bytes=1000)
     with pytest.raises(ValueError, match="HTTP 404"):
         await imp.Image.from_url(f"{base}/missing.png").fetch()
+
+
+async def test_fetch_refuses_a_page_served_in_place_of_an_image() -> None:
+    class Page(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            body = b"<html>please log in</html>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html; charset=utf-8")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(ValueError, match="served text/html, not image"):
+            await imp.Image.from_url(f"http://127.0.0.1:{server.server_address[1]}/cat.png").fetch()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -117,6 +117,19 @@ class MediaWriter:
                 f"{why} (got {media.describe()})", provider=self.provider, origin=part.origin, media=media
             )
         if media.data is None:
+            if (
+                rule.types
+                and url_ok is not False
+                and media.media_type is not None
+                and media.media_type not in rule.types
+            ):
+                taken = ", ".join(sorted(rule.types))
+                raise MediaRefused(
+                    f"{self.provider} takes {media.noun}s of type {taken}, not {media.media_type} ({media.describe()})",
+                    provider=self.provider,
+                    origin=part.origin,
+                    media=media,
+                )
             if not (rule.url if url_ok is None else url_ok):
                 raise MediaRefused(
                     f"{self.provider} takes {media.noun}s only as data, not as a URL ({media.describe()}); "

@@ -166,11 +166,10 @@ class ChatContent:
         """One media value as a part (a text document as its text, where no file part is taken)."""
         media = part.media
         writer = self.writer
-        if media.kind == "file" and is_text_document(media) and "file" not in writer.rules:
-            if media.data is None:
+        file_rule = writer.rules.get("file")
+        if is_text_document(media) and (file_rule is None or media.media_type not in file_rule.types):
+            if media.data is None:  # a text document by URL, where none is taken: refused, saying why
                 writer.check(part, url_ok=False)
-            return writer.text_of(part)
-        if media.kind == "file" and is_text_document(media) and media.media_type not in writer.rules["file"].types:
             return writer.text_of(part)
         writer.check(part)
         if media.kind == "image":

@@ -147,3 +147,22 @@ async def test_a_provider_error_that_echoes_base64_is_shortened(fake: FakeProvid
             await lm.request([{"role": "user", "content": ["x", imp.Image.from_bytes(PNG)]}])
     assert wall[:100] not in str(caught.value) and wall[:100] not in repr(caught.value.body)
     assert "[base64: " in str(caught.value)
+
+
+async def test_urls_of_a_type_not_taken_and_text_by_url_are_refused(fake: FakeProvider) -> None:
+    async with official(AnthropicLM, "claude-sonnet-4-5", fake) as lm:
+        with pytest.raises(imp.MediaRefused, match="takes documents of type application/pdf, not text/plain"):
+            await lm.request(
+                [{"role": "user", "content": ["Read:", imp.File.from_url("https://example.com/notes.txt")]}]
+            )
+    async with official(OpenAILM, "gpt-4o", fake) as lm:
+        with pytest.raises(imp.MediaRefused, match="only as data, not as a URL"):
+            await lm.request(
+                [{"role": "user", "content": ["Read:", imp.File.from_url("https://example.com/notes.txt")]}]
+            )
+    async with compatible(fake) as lm:
+        with pytest.raises(imp.MediaRefused, match="takes no file parts"):
+            await lm.request(
+                [{"role": "user", "content": ["Read:", imp.File.from_url("https://example.com/notes.txt")]}]
+            )
+    assert fake.requests == []

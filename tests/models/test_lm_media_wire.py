@@ -294,4 +294,6 @@ async def test_the_cache_keys_on_the_media_digest_never_its_bytes(fake: FakeProv
         assert len(fake.requests) == 2
         body = {"model": "gpt-4o", "messages": _wire_messages(lm, [{"role": "user", "content": [image(KIWI)]}])}
     assert image(KIWI).sha256 in str(body) and image(KIWI).base64()[:64] not in str(body)
-    assert cache_key("openai", "x", body) == cache_key("openai", "x", {"model": "gpt-4o", "messages": _wire_messages(lm, [{"role": "user", "content": [image(KIWI)]}])})
+    assert cache_key("openai", "x", body) == cache_key(
+        "openai", "x", {"model": "gpt-4o", "messages": _wire_messages(lm, [{"role": "user", "content": [image(KIWI)]}])}
+    )
