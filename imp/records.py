@@ -14,7 +14,7 @@ from typing import Any, Literal, NotRequired, Required, TypedDict
 
 from imp._frozen import fast_init
 from imp._json import loads
-from imp.media import MARKER, MARKER_PREFIX, Media, resolve_marker
+from imp.media import MARKER, MARKER_PREFIX, MEDIA_KEY, Media, resolve_marker
 
 __all__ = [
     "ContentPart",
@@ -192,7 +192,7 @@ class ToolResult:
         return cls(
             id=str(data.get("id", "")),
             name=str(data.get("name", "")),
-            result=data.get("result"),
+            result=_loaded(data.get("result")),
             outcome=outcome,
             error=data.get("error"),
         )
@@ -345,7 +345,8 @@ class Step(Mapping[str, Any]):
         return f"Step({dict(self)!r})"
 
     def dump(self) -> dict[str, Any]:
-        """A JSON-friendly copy, in the flat shape a history is saved in."""
+        """A JSON-friendly copy, in the flat shape a history is saved in (a media value stays the value:
+        `imp.save` writes its saved form, `Media.dump()`, which `load` reads back)."""
         return {key: _plain(self[key]) for key in self}
 
     @classmethod
@@ -362,7 +363,7 @@ class Step(Mapping[str, Any]):
         for key, value in data.items():
             attr = attrs.get(key)
             if attr is None:
-                fields[str(key)] = value
+                fields[str(key)] = _loaded(value)
             else:
                 values[attr] = value
         if tool_step:
@@ -374,6 +375,15 @@ class Step(Mapping[str, Any]):
                     r if isinstance(r, ToolResult) else ToolResult.load(r) for r in values["results"]
                 )
         return cls(fields=MappingProxyType(fields) if fields else _EMPTY, **values)
+
+
+def _loaded(value: Any) -> Any:
+    """A loaded value with media in their saved form (`{"$media": ...}`) read back as media values."""
+    if isinstance(value, Mapping) and MEDIA_KEY in value:
+        return Media.load(value)
+    if isinstance(value, list) and any(isinstance(v, Mapping) and MEDIA_KEY in v for v in value):
+        return [_loaded(v) for v in value]
+    return value
 
 
 def plain(value: Any) -> Any:

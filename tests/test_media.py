@@ -6,6 +6,7 @@ import base64
 import copy
 import http.server
 import io
+import json
 import pickle
 import threading
 import wave
@@ -301,3 +302,19 @@ async def test_fetch_refuses_a_page_served_in_place_of_an_image() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_history_with_media_round_trips_through_json_with_their_saved_form() -> None:
+    photo = imp.Image.from_bytes(PNG)
+    history = imp.History(
+        [
+            {"photo": photo, "question": "What?", "answer": "A square."},
+            {"tool_calls": [{"id": "c1", "name": "chart", "arguments": {}}],
+             "tool_call_results": [{"id": "c1", "name": "chart", "result": [photo, photo]}]},
+        ]
+    )  # fmt: skip
+    dumped = history.dump()
+    assert dumped["messages"][0]["photo"] is photo  # the value itself: nothing readable holds base64
+    text = json.dumps(dumped, default=lambda value: value.dump())
+    loaded = imp.History.load(json.loads(text))
+    assert loaded[0]["photo"] == photo and loaded[1].results[0].result == [photo, photo]
