@@ -484,7 +484,9 @@ def check_input(field: Field, value: Any) -> None:
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
-        reason = first.get("msg", "invalid value")
+        reason = str(first.get("msg", "invalid value")).removeprefix(
+            "Value error, "
+        )  # pydantic's word for a check of ours
         at = f" at `{where}`" if where else ""
         raise InvalidInputError(
             field.name,
