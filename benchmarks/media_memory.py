@@ -161,8 +161,16 @@ async def _imp_predict(base: str) -> tuple[Send, Callable[[], Awaitable[None]]]:
     return send, lm.aclose
 
 
+def _quiet_litellm_teardown(unraisable: Any) -> None:
+    # LiteLLM's aiohttp transport raises from `__del__` when its loop is gone (asyncio.run per runner).
+    if "LiteLLMAiohttpTransport" not in repr(getattr(unraisable, "object", None)):
+        sys.__unraisablehook__(unraisable)
+
+
 async def _dspy(base: str) -> tuple[Send, Callable[[], Awaitable[None]]]:
     import dspy
+
+    sys.unraisablehook = _quiet_litellm_teardown
 
     lm = dspy.LM("openai/bench-model", api_base=base, api_key="bench", cache=False, num_retries=0)
     program = dspy.Predict("photo: dspy.Image, question -> answer")
