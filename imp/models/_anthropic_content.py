@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from imp.media import MediaKind
-from imp.models._media_wire import Encoded, MediaRule, MediaWriter, is_text_document, parts_of
+from imp.models._media_wire import Encoded, MediaRule, MediaWriter, is_text_document, parts_of, written_parts
 from imp.records import MediaPart, content_text
 
 if TYPE_CHECKING:
@@ -61,19 +61,7 @@ class AnthropicContent:
 
     def blocks(self, content: Any) -> list[dict[str, Any]]:
         """A user message's content as blocks: text, and each media value where it stands."""
-        out: list[dict[str, Any]] = []
-        text: list[str] = []
-        for part in parts_of(content):
-            if isinstance(part, str):
-                text.append(part)
-                continue
-            if text:
-                out.append({"type": "text", "text": "".join(text)})
-                text = []
-            out.append(self._media(part) if isinstance(part, MediaPart) else dict(part))
-        if text:
-            out.append({"type": "text", "text": "".join(text)})
-        return [b for b in out if b.get("type") != "text" or b.get("text")]
+        return written_parts(content, "text", self._media)
 
     def tool_result(self, content: Any) -> str | list[dict[str, Any]]:
         """A `tool_result`'s content: its text, or text and media blocks when it holds media."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import binascii
 import json
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,8 @@ __all__ = [
     "audio_format",
     "encode_body",
     "is_text_document",
+    "parts_of",
+    "written_parts",
 ]
 
 ANY_TYPE: frozenset[str] = frozenset()
@@ -107,59 +109,44 @@ class MediaWriter:
     """The most base64 bytes of media one request may carry (Anthropic's 32 MB request)."""
     _sums: dict[str, int] = field(default_factory=dict)
 
+    def refused(self, part: MediaPart, reason: str) -> MediaRefused:
+        """The error for a value this provider cannot take (where it stands, the provider, the value)."""
+        return MediaRefused(reason, provider=self.provider, origin=part.origin, media=part.media)
+
     def check(self, part: MediaPart, *, url_ok: bool | None = None) -> MediaRule:
         """Refuse a value this provider cannot take, naming where it stands; its rule when it can."""
         media = part.media
         rule = self.rules.get(media.kind)
         if rule is None:
             why = self.refusal.get(media.kind) or f"{self.provider} takes no {media.noun}s"
-            raise MediaRefused(
-                f"{why} (got {media.describe()})", provider=self.provider, origin=part.origin, media=media
-            )
+            raise self.refused(part, f"{why} (got {media.describe()})")
+        typed = media.media_type is not None and (not rule.types or media.media_type in rule.types)
         if media.data is None:
-            if (
-                rule.types
-                and url_ok is not False
-                and media.media_type is not None
-                and media.media_type not in rule.types
-            ):
-                taken = ", ".join(sorted(rule.types))
-                raise MediaRefused(
-                    f"{self.provider} takes {media.noun}s of type {taken}, not {media.media_type} ({media.describe()})",
-                    provider=self.provider,
-                    origin=part.origin,
-                    media=media,
-                )
+            if not typed and media.media_type is not None and url_ok is not False:
+                raise self.refused(part, f"{self._types(rule, media)} ({media.describe()})")
             if not (rule.url if url_ok is None else url_ok):
-                raise MediaRefused(
+                raise self.refused(
+                    part,
                     f"{self.provider} takes {media.noun}s only as data, not as a URL ({media.describe()}); "
                     "imp does not download it on its own: `await value.fetch()` first",
-                    provider=self.provider,
-                    origin=part.origin,
-                    media=media,
                 )
             return rule
-        if rule.types and media.media_type not in rule.types:
-            taken = ", ".join(sorted(rule.types))
-            raise MediaRefused(
-                f"{self.provider} takes {media.noun}s of type {taken}, not {media.media_type}",
-                provider=self.provider,
-                origin=part.origin,
-                media=media,
-            )
+        if not typed:
+            raise self.refused(part, self._types(rule, media))
         size = media_size(media)
         counted = 4 * ((size + 2) // 3) if rule.encoded_limit else size
         if rule.max_bytes is not None and counted > rule.max_bytes:
             as_what = " as base64" if rule.encoded_limit else ""
-            raise MediaRefused(
+            raise self.refused(
+                part,
                 f"{media.media_type} of {describe_size(counted)}{as_what} is over {self.provider}'s "
                 f"{describe_size(rule.max_bytes)} limit for one {media.noun}",
-                provider=self.provider,
-                origin=part.origin,
-                media=media,
             )
         self._count(part, size)
         return rule
+
+    def _types(self, rule: MediaRule, media: Media) -> str:
+        return f"{self.provider} takes {media.noun}s of type {', '.join(sorted(rule.types))}, not {media.media_type}"
 
     def _count(self, part: MediaPart, size: int) -> None:
         media = part.media
@@ -167,22 +154,18 @@ class MediaWriter:
         self._sums[media.kind] = kind_total
         limit = self.totals.get(media.kind)
         if limit is not None and kind_total > limit:
-            raise MediaRefused(
+            raise self.refused(
+                part,
                 f"the request's {media.noun}s come to {describe_size(kind_total)}, over {self.provider}'s "
                 f"{describe_size(limit)} limit for one request",
-                provider=self.provider,
-                origin=part.origin,
-                media=media,
             )
         encoded = self._sums.get("", 0) + 4 * ((size + 2) // 3)
         self._sums[""] = encoded
         if self.request_limit is not None and encoded > self.request_limit:
-            raise MediaRefused(
+            raise self.refused(
+                part,
                 f"the request's media come to {describe_size(encoded)} as base64, over {self.provider}'s "
                 f"{describe_size(self.request_limit)} request limit",
-                provider=self.provider,
-                origin=part.origin,
-                media=media,
             )
 
     def decoded(self, part: MediaPart) -> str:
@@ -191,15 +174,38 @@ class MediaWriter:
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
-            raise MediaRefused(
-                f"{part.media.describe()} is not UTF-8 text", provider=self.provider, origin=part.origin
-            ) from None
+            raise self.refused(part, f"{part.media.describe()} is not UTF-8 text") from None
 
     def text_of(self, part: MediaPart) -> str:
         """A text document's text, as a model reads it inline (for providers that take no files)."""
         text = self.decoded(part)
         name = part.media.name or "document"
         return f"[document {name} ({part.media.media_type})]\n{text}\n[end of document {name}]"
+
+
+def written_parts(
+    content: Any,
+    text_type: str,
+    media: Callable[[MediaPart], dict[str, Any] | str],
+    known: Callable[[Mapping[str, Any]], dict[str, Any]] = dict,
+) -> list[dict[str, Any]]:
+    """A message's content as a provider's parts: runs of text joined into one `text_type` part, each
+    media value written by `media` (as a part, or as text that joins the run), each provider-shaped
+    part by `known`; empty text parts left out."""
+    out: list[dict[str, Any]] = []
+    text: list[str] = []
+    for part in parts_of(content):
+        written = media(part) if isinstance(part, MediaPart) else part if isinstance(part, str) else known(part)
+        if isinstance(written, str):
+            text.append(written)
+            continue
+        if text:
+            out.append({"type": text_type, "text": "".join(text)})
+            text = []
+        out.append(written)
+    if text:
+        out.append({"type": text_type, "text": "".join(text)})
+    return [p for p in out if p.get("type") != text_type or p.get("text")]
 
 
 def parts_of(content: Any) -> list[ContentPart]:

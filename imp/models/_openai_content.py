@@ -23,6 +23,7 @@ from imp.models._media_wire import (
     audio_format,
     is_text_document,
     parts_of,
+    written_parts,
 )
 from imp.records import MediaPart, content_text
 
@@ -127,28 +128,10 @@ class ChatContent:
             return self._tool_content(content, call_id or "")
         if role != "user":
             return content_text(content)
-        parts: list[dict[str, Any]] = []
-        text: list[str] = []
-        plain = True
-        for part in parts_of(content):
-            written: dict[str, Any] | str
-            if isinstance(part, MediaPart):
-                written = self._media(part)
-            else:
-                written = part if isinstance(part, str) else dict(part)  # a mapping: already a part of this API
-            if isinstance(written, str):
-                text.append(written)
-                continue
-            if text:
-                parts.append({"type": "text", "text": "".join(text)})
-                text = []
-            plain = False
-            parts.append(written)
-        if plain:
-            return "".join(text)
-        if text:
-            parts.append({"type": "text", "text": "".join(text)})
-        return [p for p in parts if p.get("type") != "text" or p.get("text")]
+        parts = written_parts(content, "text", self._media)
+        if all(p["type"] == "text" for p in parts):  # no media after all: the plain string
+            return "".join(str(p["text"]) for p in parts)
+        return parts
 
     def _tool_content(self, content: list[Any], call_id: str) -> str:
         media = [p for p in parts_of(content) if isinstance(p, MediaPart)]

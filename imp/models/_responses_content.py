@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from imp.media import MediaKind
-from imp.models._media_wire import Encoded, MediaRule, MediaWriter, audio_format, parts_of
+from imp.models._media_wire import Encoded, MediaRule, MediaWriter, audio_format, parts_of, written_parts
 from imp.models._openai_content import NO_VISION
 from imp.records import MediaPart, content_text
 
@@ -117,32 +117,12 @@ class ResponsesContent:
         return self._parts(content)
 
     def _no_audio_output(self, part: MediaPart) -> Exception:
-        from imp.errors import MediaRefused
-
-        return MediaRefused(
-            f"{self.writer.provider} takes no audio in a tool's output (only text, images and files)",
-            provider=self.writer.provider,
-            origin=part.origin,
-            media=part.media,
+        return self.writer.refused(
+            part, f"{self.writer.provider} takes no audio in a tool's output (only text, images and files)"
         )
 
     def _parts(self, content: list[Any]) -> list[dict[str, Any]]:
-        parts: list[dict[str, Any]] = []
-        text: list[str] = []
-        for part in parts_of(content):
-            if isinstance(part, str):
-                text.append(part)
-                continue
-            if text:
-                parts.append({"type": "input_text", "text": "".join(text)})
-                text = []
-            if isinstance(part, MediaPart):
-                parts.append(self._media(part))
-            else:
-                parts.append(_known_part(part))
-        if text:
-            parts.append({"type": "input_text", "text": "".join(text)})
-        return [p for p in parts if p.get("type") != "input_text" or p.get("text")]
+        return written_parts(content, "input_text", self._media, _known_part)
 
     def _media(self, part: MediaPart) -> dict[str, Any]:
         media = part.media
