@@ -40,6 +40,7 @@ __all__ = [
     "describe_size",
     "is_media",
     "media_in",
+    "markers_alive",
     "media_marker",
     "resolve_marker",
     "shorten_base64",
@@ -500,6 +501,11 @@ MARKER = re.compile(r"\[\[imp-media:" + _NONCE + r":(\d+)\]\]")
 MARKER_PREFIX = "[[imp-media:"
 _LIVE: weakref.WeakValueDictionary[int, Media] = weakref.WeakValueDictionary()
 _NUMBERS = itertools.count(1)
+
+
+def markers_alive() -> bool:
+    """Whether any media value that a marker stands for is alive (else no text holds one to place)."""
+    return bool(_LIVE)
 
 
 def media_marker(media: Media, origin: str | None = None) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Literal, NotRequired, Required, TypedDict
 
 from imp._frozen import fast_init
 from imp._json import loads
-from imp.media import MARKER, MARKER_PREFIX, MEDIA_KEY, Media, resolve_marker
+from imp.media import MARKER, MARKER_PREFIX, MEDIA_KEY, Media, markers_alive, resolve_marker
 
 __all__ = [
     "ContentPart",
@@ -466,7 +466,10 @@ def with_text(content: Any, text: str, separator: str = "\n\n") -> str | list[Co
 
 def with_placed_media(messages: list[Message]) -> list[Message]:
     """Messages with their media markers placed as parts: in user and tool messages, where providers
-    take media; anywhere else (a system text, an assistant's reply) as the values' descriptions."""
+    take media; anywhere else (a system text, an assistant's reply) as the values' descriptions.
+    While no media value with a marker is alive in the process, nothing is searched."""
+    if not markers_alive():
+        return messages
     for index, message in enumerate(messages):
         content = message.get("content")
         if isinstance(content, str) and MARKER_PREFIX in content:

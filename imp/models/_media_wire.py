@@ -262,6 +262,10 @@ class StreamedBody:
 
 def encode_body(body: Mapping[str, Any]) -> bytes | StreamedBody:
     """A request body's bytes, as `json.dumps` writes them; a `StreamedBody` when it holds media."""
+    try:  # the usual body, without media: the bytes json.dumps writes
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    except TypeError:
+        pass
     found: list[Encoded] = []
     token = ""
 

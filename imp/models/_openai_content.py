@@ -96,15 +96,15 @@ def chat_media_writer(lm: OpenAILM) -> MediaWriter:
 
 
 class ChatContent:
-    """Writes one request's message contents; holds the media of tool results until their run ends."""
+    """Writes one request's message contents, keeping each tool result's media to send after its run."""
 
-    __slots__ = ("_lm", "_writer", "pending")
+    __slots__ = ("_lm", "_writer", "carried")
 
     def __init__(self, lm: OpenAILM) -> None:
         self._lm = lm
         self._writer: MediaWriter | None = None
-        self.pending: list[dict[str, Any]] = []
-        """Parts of tool results' media, sent as one user message after the tool messages."""
+        self.carried: dict[int, list[dict[str, Any]]] = {}
+        """Parts of a tool result's media, by the identity of its written tool message."""
 
     @property
     def writer(self) -> MediaWriter:
@@ -112,20 +112,23 @@ class ChatContent:
             self._writer = chat_media_writer(self._lm)
         return self._writer
 
-    def flush(self) -> dict[str, Any] | None:
-        """The user message carrying the tool results' media, if any are waiting."""
-        if not self.pending:
-            return None
-        message = {"role": "user", "content": self.pending}
-        self.pending = []
-        return message
+    def placed(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The written messages with one user message after each run of tool messages whose results
+        held media, carrying those media (a tool message must follow its call directly)."""
+        out: list[dict[str, Any]] = []
+        waiting: list[dict[str, Any]] = []
+        for message in messages:
+            if waiting and message["role"] != "tool":
+                out.append({"role": "user", "content": waiting})
+                waiting = []
+            out.append(message)
+            waiting.extend(self.carried.get(id(message), ()))
+        if waiting:
+            out.append({"role": "user", "content": waiting})
+        return out
 
-    def content(self, role: str, content: Any, call_id: str | None = None) -> Any:
-        """A message's `content` in this API's shape."""
-        if not isinstance(content, list):
-            return content
-        if role == "tool":
-            return self._tool_content(content, call_id or "")
+    def content(self, role: str, content: list[Any]) -> Any:
+        """A user, system or assistant message's list `content` in this API's shape."""
         if role != "user":
             return content_text(content)
         parts = written_parts(content, "text", self._media)
@@ -133,17 +136,19 @@ class ChatContent:
             return "".join(str(p["text"]) for p in parts)
         return parts
 
-    def _tool_content(self, content: list[Any], call_id: str) -> str:
+    def tool_content(self, content: list[Any], call_id: str) -> tuple[str, list[dict[str, Any]]]:
+        """A tool message's text (each media value by its description), and the parts to send after it."""
         media = [p for p in parts_of(content) if isinstance(p, MediaPart)]
+        carried: list[dict[str, Any]] = []
         for part in media:
             written = self._media(part)
             if isinstance(written, str):
-                self.pending.append({"type": "text", "text": f"{part} from tool call {call_id}:\n{written}"})
+                carried.append({"type": "text", "text": f"{part} from tool call {call_id}:\n{written}"})
                 continue
-            self.pending.append({"type": "text", "text": f"{part} from tool call {call_id}:"})
-            self.pending.append(written)
+            carried.append({"type": "text", "text": f"{part} from tool call {call_id}:"})
+            carried.append(written)
         shown = content_text(content)
-        return f"{shown}\n(the media are in the next message)" if media else shown
+        return (f"{shown}\n(the media are in the next message)" if media else shown), carried
 
     def _media(self, part: MediaPart) -> dict[str, Any] | str:
         """One media value as a part (a text document as its text, where no file part is taken)."""

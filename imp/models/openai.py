@@ -135,20 +135,22 @@ def _wire_messages(lm: OpenAILM, messages: Sequence[Message]) -> list[dict[str, 
     """The messages in this API's shape; a run of tool messages whose results hold media is followed by
     one user message carrying those media (a tool message takes text only)."""
     content = ChatContent(lm)
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if message.get("role") != "tool" and (carried := content.flush()) is not None:
-            out.append(carried)
-        out.append(_wire_message(message, content))
-    if (carried := content.flush()) is not None:
-        out.append(carried)
-    return out
+    out = [_wire_message(m, content) for m in messages]
+    return content.placed(out) if content.carried else out
 
 
 def _wire_message(message: Message, writer: ChatContent) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message["role"]}
     if "content" in message:
-        out["content"] = writer.content(message["role"], message["content"], message.get("tool_call_id"))
+        content = message["content"]
+        if type(content) is not list:
+            out["content"] = content
+        elif message["role"] == "tool":
+            out["content"], carried = writer.tool_content(content, str(message.get("tool_call_id") or ""))
+            if carried:
+                writer.carried[id(out)] = carried
+        else:
+            out["content"] = writer.content(message["role"], content)
     if "tool_call_id" in message:
         out["tool_call_id"] = message["tool_call_id"]
     name = message.get("name")
