@@ -14,6 +14,7 @@ from mcp import types
 import imp
 from imp.history import ToolResult
 from imp.mcp._render import render_result
+from imp.mcp._sdk import wire
 from imp.records import MediaPart, content_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models"))
@@ -66,12 +67,14 @@ def test_a_tools_image_is_a_part_of_its_tool_message() -> None:
 def test_a_list_of_images_and_an_mcp_result_are_parts_too() -> None:
     pixel = base64.b64encode(PNG).decode()
     mcp_result = render_result(
-        types.CallToolResult(
-            content=[
-                types.TextContent(type="text", text="The screen:"),
-                types.ImageContent(type="image", data=pixel, mimeType="image/png"),
-                types.TextContent(type="text", text="done"),
-            ]
+        wire(
+            types.CallToolResult(
+                content=[
+                    types.TextContent(type="text", text="The screen:"),
+                    types.ImageContent(type="image", data=pixel, mimeType="image/png"),
+                    types.TextContent(type="text", text="done"),
+                ]
+            )
         )
     )
 
