@@ -145,29 +145,30 @@ def dbos_journals(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 
 # --- instructions without a journal -------------------------------------------------------------
 
-CALLS = 2000
+CALLS = 1000
 
 
-def instructions_body(calls: int) -> None:
-    """`calls` sequential predict calls, no journal (run under callgrind)."""
-    program = imp.predict("question -> answer", lm=imp.StaticLM(lambda m, o: {"answer": "yes"}))
-
-    async def main() -> None:
-        for _ in range(calls):
-            await imp.call(program, question="q?")
-
-    anyio.run(main)
+BODY = """
+import anyio, imp
+program = imp.predict("question -> answer", lm=imp.StaticLM(lambda m, o: {"answer": "yes"}))
+async def main():
+    for _ in range(CALLS):
+        await imp.call(program, question="q?")
+anyio.run(main)
+"""
 
 
 def count(tree: Path, calls: int) -> int:
+    """Instructions of a process making `calls` sequential predict calls with `tree`'s imp (callgrind)."""
     with tempfile.TemporaryDirectory() as out:
         target = Path(out) / "callgrind.out"
-        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={target}", sys.executable]
-        command += [str(Path(__file__).resolve()), "--instructions-body", str(calls)]
+        body = BODY.replace("CALLS", str(calls))
         env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
-        subprocess.run(command, env=env, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-c", body], env=env, cwd=out, check=True)  # .pyc files written first
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={target}", sys.executable, "-c", body]
+        subprocess.run(command, env=env, cwd=out, check=True, capture_output=True)
         for line in target.read_text().splitlines():
-            if line.startswith("summary:") or line.startswith("totals:"):
+            if line.startswith(("summary:", "totals:")):
                 return int(line.split()[1])
     raise RuntimeError("callgrind wrote no total")
 
@@ -181,7 +182,7 @@ def instructions(ref: str) -> None:
         try:
             per_call = {}
             for name, tree in (("before", Path(before)), ("now", root)):
-                per_call[name] = (count(tree, CALLS) - count(tree, 0)) / CALLS
+                per_call[name] = (count(tree, CALLS + 500) - count(tree, 500)) / CALLS
         finally:
             subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", before], check=True)
     print(
@@ -198,11 +199,8 @@ def main() -> None:
     parser.add_argument("--postgres", default=None, help="a Postgres URL for DBOS's system database")
     parser.add_argument("--dbos-sqlite", action="store_true", help="DBOS on a SQLite file too (bundled SQLite)")
     parser.add_argument("--instructions", default=None, metavar="REF", help="count instructions now and at git REF")
-    parser.add_argument("--instructions-body", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.instructions_body is not None:
-        instructions_body(args.instructions_body)
-    elif args.instructions is not None:
+    if args.instructions is not None:
         instructions(args.instructions)
     else:
         anyio.run(measure, args)

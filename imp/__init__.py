@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from imp._json import ParseLimits
 from imp.adapters import (
     Adapter,
     ChatAdapter,
@@ -30,6 +31,7 @@ from imp.errors import (
     JournalError,
     JournalMismatch,
     LMError,
+    MediaRefused,
     MissingInputError,
     NotFound,
     ProviderUnavailable,
@@ -42,6 +44,7 @@ from imp.errors import (
     UnsupportedOption,
 )
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
+from imp.media import Audio, File, Image
 from imp.models import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
 
 if TYPE_CHECKING:
@@ -109,11 +112,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    """Evaluation, saving, `imp.mcp` and `imp.ray` load on first use: `import imp` stays light, and the
-    optional `mcp` and `ray` extras are only needed by who uses them."""
+    """Evaluation, saving, `imp.mcp`, `imp.agui` and `imp.ray` load on first use: `import imp` stays
+    light, and the optional `mcp`, `agui` and `ray` extras are only needed by who uses them."""
     import importlib
 
-    if name in ("mcp", "ray"):  # optional extras: importing them says which `pip install 'imp[...]'` they need
+    if name in ("mcp", "agui", "ray"):  # optional extras: importing them says which `pip install 'imp[...]'` they need
         return importlib.import_module(f"imp.{name}")
     if name == "dbos":
         return importlib.import_module("imp.durable.dbos")
@@ -129,6 +132,7 @@ __all__ = [
     "Adapter",
     "AdapterParseError",
     "Allow",
+    "Audio",
     "AuthenticationError",
     "BadRequest",
     "BootstrapFewShot",
@@ -148,11 +152,13 @@ __all__ = [
     "Example",
     "ExecutionCancelled",
     "Field",
+    "File",
     "Finish",
     "FunctionProgram",
     "GEPA",
     "Guidance",
     "History",
+    "Image",
     "ImpError",
     "InputField",
     "InvalidInputError",
@@ -166,10 +172,12 @@ __all__ = [
     "LMResponse",
     "LabeledFewShot",
     "LoadError",
+    "MediaRefused",
     "MissingInputError",
     "NotFound",
     "OptimizationResult",
     "OutputField",
+    "ParseLimits",
     "Predict",
     "Prediction",
     "PredictionMetadata",

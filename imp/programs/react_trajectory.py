@@ -37,6 +37,7 @@ from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
 from imp.tools import Tool, format_tool_result, forward_tool_event, run_tool_calls, tool
 from imp.tools.policy import validate_policy
+from imp.values import holds_media
 
 __all__ = ["FINISH", "MAX_TRIMS", "ReActTrajectory", "TrajectoryStep", "react_trajectory"]
 
@@ -55,8 +56,9 @@ class TrajectoryStep:
     thought: str
     tool_name: str
     tool_args: dict[str, Any]
-    observation: str | None = None
-    """The tool's result as the model reads it (None until the tool has run)."""
+    observation: Any = None
+    """The tool's result as the model reads it (None until the tool has run); a result holding media
+    (an image, an MCP tool's screenshot) is kept as it is, so the adapter places its media as media."""
 
     def sections(self) -> list[tuple[str, Any]]:
         """The step's parts in DSPy's trajectory order, named as DSPy names them (`thought`, `tool_name`, ...)."""
@@ -115,6 +117,7 @@ class ReActTrajectory(ToolLoop, Program):
 
     loop_tool: ClassVar[str] = FINISH
     label: ClassVar[str] = "imp.react_trajectory"
+    zero_iters: ClassVar[str] = "a call that should go straight to the extraction gives its own max_iters=0"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -270,7 +273,7 @@ class ReActTrajectory(ToolLoop, Program):
                 authorize=run.authorize if run is not None else None,
                 on_event=forward_tool_event,
             )
-            step.observation = format_tool_result(result)
+            step.observation = result.result if result.ok and holds_media(result.result) else format_tool_result(result)
             if name == FINISH and result.ok:
                 return "finish", None
         return "extracted", "max_iters"
