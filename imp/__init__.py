@@ -6,6 +6,7 @@ from imp._json import ParseLimits
 from imp.adapters import (
     Adapter,
     ChatAdapter,
+    Guidance,
     JSONAdapter,
     TemplateAdapter,
     TemplateError,
@@ -147,6 +148,7 @@ __all__ = [
     "Finish",
     "FunctionProgram",
     "GEPA",
+    "Guidance",
     "History",
     "Image",
     "ImpError",

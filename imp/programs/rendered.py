@@ -44,7 +44,7 @@ class _CaptureLM(LM):
         raise _Captured(RenderedRequest(tuple(messages), dict(options), f"{self.provider}:{self.model}"))
 
 
-def render(program: Program, inputs: Mapping[str, Any]) -> RenderedRequest:
+def render(program: Program, inputs: Mapping[str, object]) -> RenderedRequest:
     """Run the program up to its first LM request and return that request instead of sending it."""
     with_lm = getattr(program, "with_lm", None)
     if with_lm is None:

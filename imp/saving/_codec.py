@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from imp._redact import is_secret_key
-from imp.adapters import Adapter, ChatAdapter, JSONAdapter, TemplateAdapter, XMLAdapter
+from imp.adapters import Adapter, Guidance, SavedAdapter, load_adapter, saved_adapter, saved_names
 from imp.errors import ImpError, SignatureError
 from imp.media import MEDIA_KEY, Media
 from imp.models.base import LM
@@ -25,7 +25,6 @@ from imp.signature import Signature
 from imp.tools import Tool
 
 __all__ = [
-    "ADAPTERS",
     "FUNCTION",
     "KINDS",
     "ChecksumError",
@@ -36,13 +35,6 @@ __all__ = [
     "Saver",
     "register_program_kind",
 ]
-
-ADAPTERS: Mapping[str, type[Adapter]] = {
-    "ChatAdapter": ChatAdapter,
-    "JSONAdapter": JSONAdapter,
-    "XMLAdapter": XMLAdapter,
-}
-"""The adapters a saved program may name (an allowlist: a file never names a class to import)."""
 
 FUNCTION = "$function"
 _HEADER_KEYS = frozenset({"headers", "extra_headers", "http_client"})
@@ -108,7 +100,7 @@ def _function_name(fn: Callable[..., Any], names: Mapping[int, str], where: str)
     )
 
 
-def _callables(registry: Mapping[str, Any] | None) -> dict[str, Any]:
+def _callables(registry: Mapping[str, object] | None) -> dict[str, Any]:
     """The registry's functions and tools (its classes resolve types, not functions)."""
     return {
         k: v for k, v in (registry or {}).items() if isinstance(v, Tool) or (callable(v) and not isinstance(v, type))
@@ -125,7 +117,7 @@ def _drop_userinfo(url: str) -> str:
 class Saver:
     """What a kind's dump function uses: JSON-safe values, functions by name, LMs without credentials."""
 
-    def __init__(self, registry: Mapping[str, Any] | None = None, *, include_lm: bool = True) -> None:
+    def __init__(self, registry: Mapping[str, object] | None = None, *, include_lm: bool = True) -> None:
         # A registry names functions, and tools by their runner (`registry={"lookup": lookup}`
         # with `lookup` an `@imp.tool`).
         self._names = {id(v.runner if isinstance(v, Tool) else v): k for k, v in _callables(registry).items()}
@@ -135,7 +127,7 @@ class Saver:
         """The name a function is saved under (its registry name, else its qualified name)."""
         return _function_name(fn, self._names, where)
 
-    def value(self, value: Any, where: str, *, drop_secrets: bool = False, functions: bool = False) -> Any:
+    def value(self, value: object, where: str, *, drop_secrets: bool = False, functions: bool = False) -> Any:
         """A JSON-safe copy of a value; raises `SaveError` naming `where` for what JSON cannot hold."""
         if value is None or isinstance(value, bool | int | str):
             return value
@@ -157,6 +149,8 @@ class Saver:
                 self.value(v, f"{where}[{i}]", drop_secrets=drop_secrets, functions=functions)
                 for i, v in enumerate(value)
             ]
+        if isinstance(value, Guidance):
+            return {"lines": list(value.lines), "text_answer": value.text_answer}
         if isinstance(value, Example):
             return self.value(value.to_dict(), where, drop_secrets=drop_secrets, functions=functions)
         if isinstance(value, Prediction):
@@ -179,18 +173,18 @@ class Saver:
         dumped: dict[str, Any] = self.value(signature.dump(), where)
         return dumped
 
-    def adapter(self, adapter: Adapter | None) -> str | dict[str, Any] | None:
-        """An adapter's name from the allowlist (None when the program uses the configured one); a template as data."""
+    def adapter(self, adapter: Adapter | None) -> SavedAdapter | None:
+        """An adapter's name from imp's registry of adapters (None when the program uses the configured
+        one); a template as data."""
         if adapter is None:
             return None
-        if type(adapter) is TemplateAdapter:
-            return {"template": adapter.dump()}
-        for name, cls in ADAPTERS.items():
-            if type(adapter) is cls:
-                return name
-        raise SaveError(
-            f"the adapter {type(adapter).__name__} cannot be saved; saved programs name one of {', '.join(ADAPTERS)}"
-        )
+        saved = saved_adapter(adapter)
+        if saved is None:
+            raise SaveError(
+                f"the adapter {type(adapter).__name__} cannot be saved; "
+                f"saved programs name one of {', '.join(saved_names())}"
+            )
+        return saved
 
     def lm(self, lm: LM | None, owner: str) -> dict[str, Any] | None:
         """Provider, model, options and base URL of an `imp.lm(...)` client; never a credential or header."""
@@ -235,7 +229,7 @@ class Loader:
 
     def __init__(
         self,
-        registry: Mapping[str, Any] | None = None,
+        registry: Mapping[str, object] | None = None,
         *,
         lm: LM | None = None,
         trust_endpoint: bool | str | Iterable[str] = False,
@@ -259,14 +253,14 @@ class Loader:
                 f"{where} was saved as the function {name!r}, but registry[{name!r}] is a "
                 f"{type(entry).__name__}, not a function or an @imp.tool"
             )
-        return entry  # type: ignore[no-any-return]
+        return entry
 
     def tool(self, name: str) -> Tool | None:
         """The registry's tool saved under `name`, if the entry is a tool."""
         entry = self.registry.get(name)
         return entry if isinstance(entry, Tool) else None
 
-    def value(self, value: Any, where: str) -> Any:
+    def value(self, value: object, where: str) -> Any:
         """A saved value with its `{"$function": name}` markers resolved from the registry."""
         if isinstance(value, Mapping):
             if set(value) == {FUNCTION} and isinstance(value[FUNCTION], str):
@@ -293,7 +287,7 @@ class Loader:
             return [self.media(v, f"{where}[{i}]") for i, v in enumerate(value)]
         return value
 
-    def signature(self, data: Mapping[str, Any]) -> Signature:
+    def signature(self, data: Mapping[str, object]) -> Signature:
         """A saved signature; custom field types come from the registry by class name."""
         types = {k: v for k, v in self.registry.items() if isinstance(v, type)}
         try:
@@ -304,18 +298,16 @@ class Loader:
                 "if it uses your own classes, pass them in registry={'ClassName': ClassName}"
             ) from exc
 
-    def adapter(self, name: Any) -> Adapter | None:
-        """The allowlisted adapter a file names."""
+    def adapter(self, name: object) -> Adapter | None:
+        """The adapter a file names, from imp's registry of adapters (an allowlist; a template is data, rendered safely)."""
         if name is None:
             return None
-        if isinstance(name, Mapping) and set(name) == {"template"}:
-            return TemplateAdapter.load(name["template"])  # a template is data, rendered safely
-        cls = ADAPTERS.get(name) if isinstance(name, str) else None
-        if cls is None:
-            raise LoadError(f"the saved adapter {name!r} is not one of {', '.join(ADAPTERS)}")
-        return cls()
+        adapter = load_adapter(name)
+        if adapter is None:
+            raise LoadError(f"the saved adapter {name!r} is not one of {', '.join(saved_names())}")
+        return adapter
 
-    def lm(self, data: Any) -> LM | None:
+    def lm(self, data: object) -> LM | None:
         """The LM to pin: `imp.load(..., lm=...)` if given, else one rebuilt from provider, model and
         options, which the file may set only as `imp.saving._trust` allows."""
         if self.lm_override is not None:
@@ -344,6 +336,8 @@ class Loader:
         except Refused as exc:
             raise LoadError(str(exc)) from None
         resolved: dict[str, Any] = self.value(dict(data or {}), "adapter_opts")
+        if resolved.get("guidance") is not None:
+            resolved["guidance"] = _guidance(resolved["guidance"])
         return resolved
 
     def fields(self, data: Any, allowed: Iterable[str], where: str) -> Mapping[str, Any]:
@@ -353,7 +347,7 @@ class Loader:
         except Refused as exc:
             raise LoadError(str(exc)) from None
 
-    def program(self, data: Mapping[str, Any]) -> Program:
+    def program(self, data: Mapping[str, object]) -> Program:
         """A nested program from its payload."""
         if not isinstance(data, Mapping):
             raise LoadError(f"a saved program is an object, got {type(data).__name__}")
@@ -384,3 +378,18 @@ def _provider_url(provider: str) -> str:
     else:
         raise Refused(f"the saved lm names the provider {provider!r}; imp knows {', '.join(PROVIDERS)}")
     return cls.default_base_url
+
+
+def _guidance(data: Mapping[str, Any]) -> Guidance:
+    """A saved `guidance` option: `{"lines": [...], "text_answer": bool}`, as `Saver.value` writes it."""
+    unknown = sorted(str(k) for k in data if k not in ("lines", "text_answer"))
+    lines = data.get("lines", [])
+    text_answer = data.get("text_answer", False)
+    if unknown or not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+        raise LoadError(
+            'adapter_opts.guidance is {"lines": [strings], "text_answer": true or false}'
+            + (f"; it has unknown keys {unknown}" if unknown else "")
+        )
+    if not isinstance(text_answer, bool):
+        raise LoadError("adapter_opts.guidance.text_answer is true or false")
+    return Guidance(lines=tuple(lines), text_answer=text_answer)

@@ -28,12 +28,12 @@ FORMAT = "imp.program"
 SCHEMA_VERSION = 1
 
 
-def _canonical(document: Mapping[str, Any]) -> bytes:
+def _canonical(document: Mapping[str, object]) -> bytes:
     body = {k: v for k, v in document.items() if k != "checksum"}
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _redacted(value: Any, where: str, found: list[str]) -> Any:
+def _redacted(value: object, where: str, found: list[str]) -> Any:
     """The payload with every text redacted by value shape (as logs are); `found` gets the places."""
     if isinstance(value, str):
         shown = redact_text(value)
@@ -50,12 +50,12 @@ def _redacted(value: Any, where: str, found: list[str]) -> Any:
     return value
 
 
-def _checksum(document: Mapping[str, Any]) -> str:
+def _checksum(document: Mapping[str, object]) -> str:
     return "sha256:" + hashlib.sha256(_canonical(document)).hexdigest()
 
 
 def dump_program(
-    program: Program, *, registry: Mapping[str, Any] | None = None, include_lm: bool = True
+    program: Program, *, registry: Mapping[str, object] | None = None, include_lm: bool = True
 ) -> dict[str, Any]:
     """The document `imp.save` writes, as a dict (format, schema version, program, checksum)."""
     if not isinstance(program, Program):
@@ -76,9 +76,9 @@ _DOCUMENT_KEYS = frozenset({"format", "schema_version", "program", "checksum", "
 
 
 def load_program(
-    document: Mapping[str, Any],
+    document: Mapping[str, object],
     *,
-    registry: Mapping[str, Any] | None = None,
+    registry: Mapping[str, object] | None = None,
     lm: LM | None = None,
     trust_endpoint: bool | str | Iterable[str] = False,
 ) -> Program:
@@ -139,7 +139,7 @@ def save(
     program: Program,
     path: str | os.PathLike[str],
     *,
-    registry: Mapping[str, Any] | None = None,
+    registry: Mapping[str, object] | None = None,
     include_lm: bool = True,
 ) -> Path:
     """Write a program to `path` as checksummed JSON (atomically, mode 0600); returns the path.
@@ -156,7 +156,7 @@ def save(
 def load(
     path: str | os.PathLike[str],
     *,
-    registry: Mapping[str, Any] | None = None,
+    registry: Mapping[str, object] | None = None,
     lm: LM | None = None,
     trust_endpoint: bool | str | Iterable[str] = False,
 ) -> Program:

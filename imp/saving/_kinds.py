@@ -188,7 +188,7 @@ def _dump_react_trajectory(program: ReActTrajectory, saver: Saver) -> dict[str, 
     return _dump_tool_loop(program, saver) | {"lm": saver.lm(program.lm, "ReActTrajectory")}
 
 
-def _load_react_trajectory(data: Mapping[str, Any], loader: Loader) -> Program:
+def _load_react_trajectory(data: Mapping[str, object], loader: Loader) -> Program:
     return ReActTrajectory(**_load_tool_loop(data, loader))
 
 
