@@ -16,6 +16,7 @@ from typing import Any
 from imp.errors import InvalidResponse, StreamBroken
 from imp.models._anthropic_cache import EXTENDED_TTL_BETA, check_prompt_cache, mark_breakpoints
 from imp.models._http import HTTPLM, StreamState
+from imp.models._options import AnthropicOptions, Options
 from imp.models._sse import SSEEvent
 from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
 from imp.models.base import LMCapabilities, LMResponse, StreamEvent
@@ -38,6 +39,7 @@ class AnthropicLM(HTTPLM):
     provider = "anthropic"
     default_base_url = "https://api.anthropic.com/v1"
     api_key_env = "ANTHROPIC_API_KEY"
+    options_type = AnthropicOptions
     unsupported_options = frozenset({"seed"})
     capabilities = LMCapabilities(tool_calling=True, named_tool_choice=True, response_format="none")
 
@@ -51,7 +53,7 @@ class AnthropicLM(HTTPLM):
             headers["x-api-key"] = api_key
         return headers
 
-    def request_headers(self, options: Mapping[str, Any]) -> dict[str, str]:
+    def request_headers(self, options: Options) -> dict[str, str]:
         betas = []
         if _schema_format(options.get("response_format")) is not None:
             betas.append(STRUCTURED_OUTPUTS_BETA)
@@ -59,14 +61,14 @@ class AnthropicLM(HTTPLM):
             betas.append(EXTENDED_TTL_BETA)
         return {"anthropic-beta": ",".join(betas)} if betas else {}
 
-    def check_options(self, options: Mapping[str, Any]) -> None:
+    def check_options(self, options: Mapping[str, object]) -> None:
         check_prompt_cache(options.get("prompt_cache"))
-        super().check_options({k: v for k, v in options.items() if k != "prompt_cache"})
+        super().check_options(options)
         fmt = options.get("response_format")
         if fmt is not None and _schema_format(fmt) is None:
             raise ValueError("anthropic takes response_format only as {'type': 'json_schema', ...}")
 
-    def build_body(self, messages: Sequence[Message], options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
+    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, Any]:
         system, wire = _wire_messages(messages)
         body: dict[str, Any] = {"model": self.model, "max_tokens": options.get("max_tokens", DEFAULT_MAX_TOKENS)}
         if system:

@@ -90,6 +90,17 @@ _RESPONSE_FORMAT_REFUSAL = re.compile(
     re.IGNORECASE,
 )
 
+# A refused `stream`, alone or with what else the request asked for: OpenAI's first o1 models
+# ("Unsupported value: 'stream' does not support true with this model"), and servers that cannot
+# stream tool calls ("Automatic streaming tool choice is not supported", llama-cpp-python's wording,
+# which its server logs after a 200; "streaming is not supported with tools", others).
+_STREAM_REFUSAL = re.compile(
+    r"'stream' does not support|unsupported value: 'stream'"
+    r"|\bstream(?:ing)?\b[^.\n]{0,40}\b(?:not |un)supported"
+    r"|does not support stream(?:ing)?\b",
+    re.IGNORECASE,
+)
+
 _QUOTA_MESSAGE = re.compile(
     r"enforced_spend_limit_reached|insufficient_quota|spend limit|specified api usage limits"
     r"|credit balance is too low|insufficient balance|exceeded your current quota",
@@ -217,10 +228,12 @@ def safe_url(url: str) -> str:
 
 def rejected_option(message: str) -> str | None:
     """The request option an error message says the server refuses (`response_format`,
-    `parallel_tool_calls`, `stream_options`, `tool_choice`), or None."""
+    `parallel_tool_calls`, `stream_options`, `stream`, `tool_choice`), or None."""
+    lowered = message.lower()
+    if "stream_options" not in lowered and _STREAM_REFUSAL.search(message):
+        return "stream"  # before tool_choice: "streaming tool choice is not supported" is about the stream
     if is_tool_choice_refusal(message):
         return "tool_choice"
-    lowered = message.lower()
     if "parallel_tool_calls" in lowered:  # servers without parallel calls (several vLLM/TGI builds)
         return "parallel_tool_calls"
     if "stream_options" in lowered:  # older OpenAI-compatible servers that know only `stream`
@@ -239,13 +252,15 @@ def _kind(
         return ContextWindowExceeded  # Anthropic: a body over 32 MB
     if status in (None, 400, 500) and (bool(codes & _OVERFLOW_CODES) or is_context_window_message(texts)):
         return ContextWindowExceeded
+    option = rejected_option(texts) if refusal and status != 429 else None
+    if option == "stream":
+        return UnsupportedOption
     if is_tool_choice_refusal(texts) or (forced_tool_choice and status == 500 and not message.strip()):
         return ToolChoiceUnsupported  # the empty 500 is llama-cpp-python's answer to a forced choice
     if bool(codes & _QUOTA_CODES) or status == 402 or bool(_QUOTA_MESSAGE.search(texts)):
         return QuotaExceeded
     validation = bool(_VALIDATION_MESSAGE.search(texts))
     if refusal and status != 429:
-        option = rejected_option(texts)
         if option is not None and (status != 500 or validation or _RESPONSE_FORMAT_REFUSAL.search(texts)):
             return UnsupportedOption
         if status == 500 and validation:

@@ -14,6 +14,7 @@ from typing import Any
 
 from imp.errors import InvalidResponse, LMError, StreamBroken
 from imp.models._http import HTTPLM, StreamState
+from imp.models._options import Options
 from imp.models._sse import SSEEvent
 from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name, wire_arguments
 from imp.models.base import LMCapabilities, LMResponse, StreamEvent
@@ -46,7 +47,7 @@ class OpenAILM(HTTPLM):
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def build_body(self, messages: Sequence[Message], options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
+    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": [_wire_message(m) for m in messages]}
         for key in (
             "temperature",
