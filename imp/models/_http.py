@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack, cast
 
-from imp._redact import redact, redact_text, secrets_in
+from imp._redact import redact, redact_text
 from imp.errors import (
     AuthenticationError,
     ConnectionFailed,
@@ -33,14 +33,15 @@ from imp.errors import (
     StreamBroken,
     UnsupportedOption,
 )
+from imp.models._credentials import Credentials
 from imp.models._gate import request_gate
 from imp.models._log import log_retry, log_step_down
-from imp.models._options import ChatOptions, Defaults, Options, known_options
+from imp.models._options import ChatOptions, Defaults, Options, check_options
 from imp.models._prices import Prices, as_prices, priced
 from imp.models._stepdown import StepDowns
-from imp.models._stream import EmptyStream, StreamReader, malformed, read_json
+from imp.models._stream import EmptyStream, StreamReader, as_deltas, malformed, read_json
 from imp.models._transport import BodyTooLarge, HTTPFailure, Response, Transport, backend_name, check_http_client
-from imp.models._wire import forces_tool, tool_choice_name, wire_arguments
+from imp.models._wire import forces_tool
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
 from imp.models.cache import ResponseCache, cache_key, resolve_cache
 from imp.models.errors import classify_error, error_from_payload, safe_url
@@ -59,9 +60,6 @@ DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
 _ERROR_BODY_BYTES = 64 * 1024
 """How much of an error response is read to classify it (its message comes first)."""
-
-_SEEN_SECRETS = 64
-"""How many credentials given per call (`extra_headers`, `extra_body`) an LM keeps redacting."""
 
 
 class StreamState(abc.ABC):
@@ -130,10 +128,8 @@ class HTTPLM(LM):
         _check_limit(max_response_bytes)
         check_http_client(http_client)
         if api_key is None and self.api_key_env and self._own_service:
-            # The environment's key goes only to the service it is named for: a key set for OpenAI
-            # is never sent to a local server, a proxy or an endpoint read from a saved file.
+            # The environment's key goes only to the service it is named for (`_credentials`).
             api_key = os.environ.get(self.api_key_env) or None
-        self.__api_key = api_key
         if capabilities is not None:
             self.capabilities = capabilities
         self._declared = self.capabilities
@@ -158,8 +154,12 @@ class HTTPLM(LM):
         self._step = 0
         self.check_options(defaults)
         self.defaults = cast(Options, defaults)
-        self._seen: dict[str, None] = {}
-        self._secrets = self._known_secrets()
+        self._credentials = Credentials(
+            api_key,
+            headers={**self._extra_headers, **(defaults.get("extra_headers") or {})},
+            base_url=self.base_url,
+            body=defaults.get("extra_body"),
+        )
 
     # -- what a provider module supplies ------------------------------------------------------
 
@@ -204,65 +204,24 @@ class HTTPLM(LM):
     def secrets(self) -> tuple[str, ...]:
         """Values that must never be shown: the API key, and every credential given in headers, the
         base URL (userinfo, `?key=`) or `extra_body`, at construction or in a call (longest first)."""
-        return self._secrets
-
-    def _known_secrets(self) -> tuple[str, ...]:
-        extra_headers = {**self._extra_headers, **(self.defaults.get("extra_headers") or {})}
-        body = self.defaults.get("extra_body")
-        found = [
-            *([self.__api_key] if self.__api_key else []),
-            *secrets_in(headers=extra_headers, url=self.base_url, body=dict(body) if body else None),
-            *self._seen,
-        ]
-        return tuple(sorted(dict.fromkeys(found), key=len, reverse=True))
-
-    def _remember_secrets(self, options: Options) -> None:
-        """Credentials given in one call's `extra_headers` / `extra_body` are redacted from then on."""
-        headers, body = options.get("extra_headers"), options.get("extra_body")
-        if not headers and not body:
-            return
-        fresh = [s for s in secrets_in(headers=headers, body=dict(body) if body else None) if s not in self._secrets]
-        if fresh:
-            for secret in fresh:
-                self._seen[secret] = None
-            while len(self._seen) > _SEEN_SECRETS:
-                del self._seen[next(iter(self._seen))]
-            self._secrets = self._known_secrets()
+        return self._credentials.secrets
 
     def check_options(self, options: Mapping[str, object]) -> None:
         """Refuse, before anything is sent, an option this provider cannot take."""
-        known = known_options(self.options_type)
-        unknown = sorted(k for k in options if k not in known)
-        if unknown:
-            names = ", ".join(unknown)
-            raise TypeError(f"{self.provider} got unknown request option(s): {names} (use extra_body= for others)")
-        refused = sorted(k for k in options if k in self.unsupported_options and options[k] is not None)
-        if refused:
-            raise ValueError(f"{self.provider} does not take the option(s): {', '.join(refused)}")
-        choice = options.get("tool_choice")
-        if choice is not None:
-            tool_choice_name(choice)  # raises on a malformed value
-            if choice not in ("auto", "none") and not options.get("tools") and "tools" in options:
-                raise ValueError("tool_choice forces a tool but no tools were given")
-        if options.get("n") not in (None, 1):
-            raise ValueError(f"{self.provider}: imp asks for one completion per request (n=1), got n={options['n']!r}")
-        for name in ("extra_body", "extra_headers"):
-            extra = options.get(name)
-            if extra is not None and not isinstance(extra, Mapping):
-                raise TypeError(f"{name} must be a mapping of fields to add to the request")
+        check_options(self.provider, options, self.options_type, refused=self.unsupported_options)
 
     def _merged(self, options: Mapping[str, object]) -> Options:
         merged = {**self.defaults, **options}
         self.check_options(merged)
         checked = cast(Options, {k: v for k, v in merged.items() if v is not None})
-        self._remember_secrets(checked)
+        self._credentials.remember(checked.get("extra_headers"), checked.get("extra_body"))
         return checked
 
     def _headers(self, options: Options) -> dict[str, str]:
         headers = {"content-type": "application/json", **self._extra_headers}
         headers.update(options.get("extra_headers") or {})
         headers.update(self.request_headers(options))
-        headers.update(self.auth_headers(self.__api_key))
+        headers.update(self.auth_headers(self._credentials.api_key))
         self._check_credential(headers)
         return headers
 
@@ -272,7 +231,7 @@ class HTTPLM(LM):
         A local or compatible server (another `base_url`) may need none, so only the default URL
         is checked; a key given through `headers=` counts.
         """
-        if self.__api_key or not self.api_key_env or not self._own_service:
+        if self._credentials.api_key or not self.api_key_env or not self._own_service:
             return
         if {k.lower() for k in headers} & {"authorization", "x-api-key", "api-key"}:
             return
@@ -345,7 +304,7 @@ class HTTPLM(LM):
         async with AsyncExitStack() as stack:
             sent = await self._send(messages, merged, stack=stack)
             if sent.response is not None:
-                for event in _as_deltas(sent.response):
+                for event in as_deltas(sent.response):
                     yield event
                 return
             assert sent.first is not None and sent.rest is not None and sent.reader is not None
@@ -366,7 +325,9 @@ class HTTPLM(LM):
                 if _deadline_passed(failure.kind):
                     raise DeadlineExceeded("the deadline passed while the stream was being read") from None
                 raise StreamBroken(
-                    redact_text(f"the stream broke after {arrived} had arrived ({failure.kind}): {failure}", self.secrets),
+                    redact_text(
+                        f"the stream broke after {arrived} had arrived ({failure.kind}): {failure}", self.secrets
+                    ),
                     provider=self.provider,
                     code="stream_broken",
                 ) from None
@@ -445,6 +406,8 @@ class HTTPLM(LM):
             response = await opened.enter_async_context(self._transport.open(self.url, content, headers, cap))
             if response.status >= 300:
                 error = await self._refusal(response, forced)
+                if stack is None:  # a request's slot is given back when its response is in
+                    await opened.aclose()
                 if gate is not None and isinstance(error, RateLimited):
                     gate.rate_limited(error.retry_after)
                 raise error
@@ -500,7 +463,9 @@ class HTTPLM(LM):
             raise
         except (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
             text = raw[:300].decode("utf-8", errors="replace")
-            raise malformed(exc, "the response is a body", redact_text(text, self.secrets), provider=self.provider) from None
+            raise malformed(
+                exc, "the response is a body", redact_text(text, self.secrets), provider=self.provider
+            ) from None
         return self._finalise(parsed_response)
 
     def _empty_stream(self, empty: EmptyStream, options: Options) -> LMError:
@@ -586,22 +551,6 @@ class HTTPLM(LM):
     def __repr__(self) -> str:
         where = "" if self._own_service else f", base_url={self.base_url!r}"
         return redact_text(f"{type(self).__name__}({self.provider}:{self.model}{where})", self.secrets)
-
-
-def _as_deltas(response: LMResponse) -> list[StreamEvent]:
-    """A whole response handed on as a stream: its reasoning, text and tool calls, then the final event."""
-    events: list[StreamEvent] = []
-    if response.reasoning:
-        events.append(StreamEvent(kind="reasoning", delta=response.reasoning))
-    if response.text:
-        events.append(StreamEvent(kind="text", delta=response.text))
-    for index, call in enumerate(response.tool_calls):
-        arguments = wire_arguments(call.arguments)
-        events.append(
-            StreamEvent(kind="tool_call", delta=arguments, index=index, tool_name=call.name, tool_call_id=call.id)
-        )
-    events.append(StreamEvent(kind="final", response=response))
-    return events
 
 
 def _check_client_options(base_url: str, **timeouts: float) -> None:

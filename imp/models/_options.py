@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
+from imp.models._wire import tool_choice_name
+
 if TYPE_CHECKING:
     from imp.models.cache import ResponseCache
 
@@ -24,6 +26,7 @@ __all__ = [
     "ResponsesOptions",
     "ToolChoice",
     "ToolSpec",
+    "check_options",
     "known_options",
 ]
 
@@ -110,3 +113,27 @@ def known_options(options_type: type) -> frozenset[str]:
     optional: frozenset[str] = getattr(options_type, "__optional_keys__", frozenset())
     required: frozenset[str] = getattr(options_type, "__required_keys__", frozenset())
     return optional | required
+
+
+def check_options(provider: str, options: Mapping[str, object], options_type: type, *, refused: frozenset[str]) -> None:
+    """Refuse, before anything is sent, an option `options_type` does not declare (a `TypeError`), one
+    the provider refuses or a value no request can carry (a `ValueError`)."""
+    known = known_options(options_type)
+    unknown = sorted(k for k in options if k not in known)
+    if unknown:
+        names = ", ".join(unknown)
+        raise TypeError(f"{provider} got unknown request option(s): {names} (use extra_body= for others)")
+    given = sorted(k for k in options if k in refused and options[k] is not None)
+    if given:
+        raise ValueError(f"{provider} does not take the option(s): {', '.join(given)}")
+    choice = options.get("tool_choice")
+    if choice is not None:
+        tool_choice_name(choice)  # raises on a malformed value
+        if choice not in ("auto", "none") and not options.get("tools") and "tools" in options:
+            raise ValueError("tool_choice forces a tool but no tools were given")
+    if options.get("n") not in (None, 1):
+        raise ValueError(f"{provider}: imp asks for one completion per request (n=1), got n={options['n']!r}")
+    for name in ("extra_body", "extra_headers"):
+        extra = options.get(name)
+        if extra is not None and not isinstance(extra, Mapping):
+            raise TypeError(f"{name} must be a mapping of fields to add to the request")

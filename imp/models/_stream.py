@@ -26,12 +26,13 @@ import anyio
 from imp.errors import InvalidResponse, LMError, ResponseTooLarge
 from imp.models._sse import SSEDecoder, SSEEvent, SSELimitExceeded
 from imp.models._transport import HTTPFailure
+from imp.models._wire import wire_arguments
+from imp.models.base import LMResponse, StreamEvent
 
 if TYPE_CHECKING:
     from imp.models._http import StreamState
-    from imp.models.base import LMResponse, StreamEvent
 
-__all__ = ["Arrived", "EmptyStream", "StreamReader", "malformed"]
+__all__ = ["Arrived", "EmptyStream", "StreamReader", "as_deltas", "malformed", "read_json"]
 
 _KEEPALIVE_EVENTS = frozenset({"ping"})
 """Named events that only keep a connection open (Anthropic sends `event: ping` while it works)."""
@@ -74,7 +75,18 @@ def malformed(exc: BaseException, what: str, data: str, *, provider: str) -> Inv
 class StreamReader:
     """Reads one streamed response: SSE events through the provider's `StreamState` into deltas."""
 
-    __slots__ = ("_chunks", "_decoder", "_limit", "_provider", "_stall", "_state", "arrived", "events", "received", "size")
+    __slots__ = (
+        "_chunks",
+        "_decoder",
+        "_limit",
+        "_provider",
+        "_stall",
+        "_state",
+        "arrived",
+        "events",
+        "received",
+        "size",
+    )
 
     def __init__(
         self,
@@ -128,8 +140,6 @@ class StreamReader:
                     yield self.arrived.count(delta)
         if self.events == 0:
             raise EmptyStream(self.received)
-        from imp.models.base import StreamEvent
-
         yield StreamEvent(kind="final", response=self._finish())
 
     def _feed(self, event: SSEEvent) -> list[StreamEvent]:
@@ -179,3 +189,19 @@ def read_json(content: bytes, *, provider: str, status: int) -> object:
             provider=provider,
             body=snippet,
         ) from None
+
+
+def as_deltas(response: LMResponse) -> list[StreamEvent]:
+    """A whole response handed on as a stream: its reasoning, text and tool calls, then the final event."""
+    events: list[StreamEvent] = []
+    if response.reasoning:
+        events.append(StreamEvent(kind="reasoning", delta=response.reasoning))
+    if response.text:
+        events.append(StreamEvent(kind="text", delta=response.text))
+    for index, call in enumerate(response.tool_calls):
+        arguments = wire_arguments(call.arguments)
+        events.append(
+            StreamEvent(kind="tool_call", delta=arguments, index=index, tool_name=call.name, tool_call_id=call.id)
+        )
+    events.append(StreamEvent(kind="final", response=response))
+    return events
