@@ -418,7 +418,12 @@ class HTTPLM(LM):
             state = self.stream_state(step=step, headers=response.headers)
             stall = cap if cap is not None else self._timeout
             reader = StreamReader(
-                state, response.chunks(), provider=self.provider, limit=self.max_response_bytes, stall=stall
+                state,
+                response.chunks(),
+                provider=self.provider,
+                limit=self.max_response_bytes,
+                stall=stall,
+                secrets=self.secrets,
             )
             deltas = reader.deltas()
             opened.push_async_callback(deltas.aclose)
@@ -456,17 +461,19 @@ class HTTPLM(LM):
 
     async def _read_whole(self, response: Response, step: int) -> LMResponse:
         raw = await response.read(self.max_response_bytes)
-        parsed = read_json(raw, provider=self.provider, status=response.status)
+        return self._finalise(self.parse_whole(raw, response.headers, status=response.status, step=step))
+
+    def parse_whole(self, raw: bytes, headers: Mapping[str, str], *, status: int, step: int) -> LMResponse:
+        """A whole 2xx body read into a response; an `imp.InvalidResponse` for one that is not JSON, nests
+        too deeply or is not the provider's shape, never a `KeyError` from deep inside the reader."""
+        parsed = read_json(raw, provider=self.provider, status=status, secrets=self.secrets)
         try:
-            parsed_response = self.parse_response(parsed, response.headers, step=step)
+            return self.parse_response(parsed, headers, step=step)
         except LMError:
             raise
         except (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
             text = raw[:300].decode("utf-8", errors="replace")
-            raise malformed(
-                exc, "the response is a body", redact_text(text, self.secrets), provider=self.provider
-            ) from None
-        return self._finalise(parsed_response)
+            raise malformed(exc, "a response body", text, provider=self.provider, secrets=self.secrets) from None
 
     def _empty_stream(self, empty: EmptyStream, options: Options) -> LMError:
         """A streamed body that ended before any event. With tools, the server could not stream them

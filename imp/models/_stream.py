@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from imp._redact import redact_text
 from imp.errors import InvalidResponse, LMError, ResponseTooLarge
 from imp.models._sse import SSEDecoder, SSEEvent, SSELimitExceeded
 from imp.models._transport import HTTPFailure
@@ -65,11 +66,14 @@ class Arrived:
         return f"{self.deltas} delta(s), {self.chars} character(s) of text, reasoning and tool arguments"
 
 
-def malformed(exc: BaseException, what: str, data: str, *, provider: str) -> InvalidResponse:
-    """The error for a body or event of the wrong shape (its first 300 characters kept)."""
+def malformed(
+    exc: BaseException, what: str, data: str, *, provider: str, secrets: tuple[str, ...] = ()
+) -> InvalidResponse:
+    """The error for a body or event of the wrong shape (its first 300 characters kept, redacted)."""
     kind = "nested too deeply" if isinstance(exc, RecursionError) else type(exc).__name__
-    snippet = data[:300]
-    return InvalidResponse(f"{what} imp cannot read ({kind}): {snippet}", status=200, provider=provider, body=snippet)
+    snippet = redact_text(data[:300], secrets)
+    message = f"the server sent {what} imp cannot read ({kind})" + (f": {snippet}" if snippet else "")
+    return InvalidResponse(message, status=200, provider=provider, body=snippet)
 
 
 class StreamReader:
@@ -80,6 +84,7 @@ class StreamReader:
         "_decoder",
         "_limit",
         "_provider",
+        "_secrets",
         "_stall",
         "_state",
         "arrived",
@@ -96,8 +101,10 @@ class StreamReader:
         provider: str,
         limit: int | None,
         stall: float | None,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         self._state = state
+        self._secrets = secrets
         self._chunks = chunks
         self._provider = provider
         self._limit = limit
@@ -148,7 +155,7 @@ class StreamReader:
         except LMError:
             raise
         except _MALFORMED as exc:
-            raise malformed(exc, "the server sent a stream event", event.data, provider=self._provider) from None
+            raise malformed(exc, "a stream event", event.data, provider=self._provider, secrets=self._secrets) from None
         if deltas:
             self.size += sum(len(d.delta) + len(d.tool_name or "") for d in deltas)
         else:
@@ -163,7 +170,7 @@ class StreamReader:
         except LMError:
             raise
         except _MALFORMED as exc:
-            raise malformed(exc, "the stream ended in a reply", "", provider=self._provider) from None
+            raise malformed(exc, "a stream", "", provider=self._provider) from None
 
     def _too_large(self, what: str) -> ResponseTooLarge:
         limit = self._limit or 0
@@ -175,14 +182,14 @@ class StreamReader:
         )
 
 
-def read_json(content: bytes, *, provider: str, status: int) -> object:
+def read_json(content: bytes, *, provider: str, status: int, secrets: tuple[str, ...] = ()) -> object:
     """A whole body as JSON; an `imp.InvalidResponse` for text that is not JSON or nests too deeply."""
     try:
         return json.loads(content)
     except (ValueError, RecursionError) as exc:
-        snippet = content[:300].decode("utf-8", errors="replace")
+        snippet = redact_text(content[:300].decode("utf-8", errors="replace"), secrets)
         if isinstance(exc, RecursionError):
-            raise malformed(exc, "the response body is JSON", snippet, provider=provider) from None
+            raise malformed(exc, "a response body", snippet, provider=provider) from None  # already redacted
         raise InvalidResponse(
             f"the response body is not JSON: {snippet}" if snippet.strip() else "the response body is empty",
             status=status,

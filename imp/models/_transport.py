@@ -16,22 +16,21 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from types import ModuleType
 from typing import Literal, Protocol
 
 import anyio.lowlevel
 
+from imp.models.errors import safe_url
+
 __all__ = ["BodyTooLarge", "HTTPFailure", "Response", "Transport", "backend_name", "check_http_client"]
 
 FailureKind = Literal["connect", "timeout", "read", "protocol", "client"]
 """`client`: the `http_client` a user gave cannot send (closed, or failing in a way of its own)."""
-
-_STALE_CONNECTIONS = 64
-"""How many dead kept-alive connections a user's client may hand out in a row, one per attempt, before
-imp gives up (each fails at once, before anything is sent: see `Transport._send`)."""
 
 
 class HTTPFailure(Exception):
@@ -122,15 +121,39 @@ def _installed_default() -> str:
     return "httpx2" if importlib.util.find_spec("httpx2") is not None else "httpx"
 
 
-def check_http_client(client: object) -> None:
-    """Refuse, when the LM is built, an `http_client` that is not an async httpx-style client."""
-    if client is None:
+def _is_client(client: object) -> bool:
+    return (
+        not isinstance(client, type)
+        and callable(getattr(client, "build_request", None))
+        and inspect.iscoroutinefunction(getattr(client, "send", None))
+    )
+
+
+def check_http_client(client: object, *, factory: bool = True) -> None:
+    """Refuse, when the LM is built, an `http_client` that is not an async httpx-style client (or,
+    with `factory`, a function that makes one: what it makes is checked when it is first called)."""
+    if client is None or _is_client(client):
         return
+    if factory and callable(client) and (isinstance(client, type) or not hasattr(client, "send")):
+        return  # a function or a class that makes the client (`httpx.AsyncClient` itself)
     send = getattr(client, "send", None)
-    if not callable(getattr(client, "build_request", None)) or not inspect.iscoroutinefunction(send):
-        kind = type(client).__module__.split(".")[0] + "." + type(client).__qualname__
-        hint = " (a sync client: use httpx.AsyncClient)" if callable(send) else ""
-        raise TypeError(f"http_client is an httpx.AsyncClient or an httpx2.AsyncClient, got {kind}{hint}")
+    kind = type(client).__module__.split(".")[0] + "." + type(client).__qualname__
+    hint = " (a sync client: use httpx.AsyncClient)" if callable(send) else ""
+    raise TypeError(
+        f"http_client is an httpx.AsyncClient or an httpx2.AsyncClient, or a function that makes one, got {kind}{hint}"
+    )
+
+
+def _kept_alive(client: object) -> int:
+    """How many connections a client's pools hold (0 when it has none, or no pool imp can see:
+    a `MockTransport`, a custom transport)."""
+    transports = [getattr(client, "_transport", None), *(getattr(client, "_mounts", None) or {}).values()]
+    held = 0
+    for transport in transports:
+        connections = getattr(getattr(transport, "_pool", None), "connections", None)
+        if isinstance(connections, list):
+            held += len(connections)
+    return held
 
 
 class Transport:
@@ -147,9 +170,13 @@ class Transport:
         backend: str | None = None,
     ) -> None:
         self._module: ModuleType | None = None
-        self._client: object = http_client
-        self._owns_client = http_client is None
-        self._backend = backend or backend_name(http_client)
+        self._factory: Callable[[], object] | None = None
+        if http_client is not None and not _is_client(http_client) and callable(http_client):
+            self._factory = http_client
+        """A function that makes the client: called once per event loop, like imp's own pool."""
+        self._client: object = None if self._factory is not None else http_client
+        self._owns_client = self._client is None
+        self._backend = backend or backend_name(self._client)
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self._max_connections = max_connections
@@ -166,24 +193,47 @@ class Transport:
     def _lib(self) -> ModuleType:
         if self._module is None:
             self._module = importlib.import_module(self._backend)
+            _redact_library_log(self._backend)
         return self._module
 
-    def _get_client(self) -> tuple[object, bool]:
-        """The client to send with, and whether the event loop changed since it was last used."""
+    def _get_client(self) -> object:
+        """The client to send with in this event loop.
+
+        A pool's kept-alive connections belong to the event loop that opened them. Each `imp.call_sync`
+        runs its own loop, so an LM made once and called twice meets a pool whose loop is closed: imp's
+        own pool (or one its `http_client` function made) is left behind and a new one made. A client
+        the user made cannot be remade: when it holds connections of another loop it is refused
+        before anything is sent (sent on such a connection, a request reaches the server and its reply
+        is lost: `RuntimeError: Event loop is closed`).
+        """
         loop = anyio.lowlevel.current_token().native_token
         moved = self._loop is not None and loop is not self._loop
+        if moved and not self._owns_client and _kept_alive(self._client):
+            raise HTTPFailure(
+                "client",
+                "the http_client given to imp.lm(...) holds connections of another event loop (each "
+                "imp.call_sync runs its own), which this one cannot use: pass a function that makes the "
+                "client (http_client=lambda: httpx.AsyncClient(...): imp makes one per event loop), "
+                "make the client inside the async code that uses it, or leave http_client out",
+                sent=False,
+            )
         self._loop = loop
         if self._owns_client and moved:
-            # A pool's kept-alive connections belong to the event loop that opened them. Each
-            # `imp.call_sync` runs its own loop, so an LM made once and called twice meets a pool whose
-            # loop is closed ("Event loop is closed"): that pool is left behind and a new one is made.
             self._client = None
         if self._client is None:
-            lib = self._lib()
-            limits = lib.Limits(max_connections=self._max_connections, max_keepalive_connections=self._max_keepalive)
-            self._default_timeout = self._timeout(None)
-            self._client = lib.AsyncClient(limits=limits, timeout=self._default_timeout, follow_redirects=False)
-        return self._client, moved
+            self._client = self._make_client()
+        return self._client
+
+    def _make_client(self) -> object:
+        if self._factory is not None:
+            client = self._factory()
+            check_http_client(client, factory=False)
+            self._backend, self._module = backend_name(client), None
+            return client
+        lib = self._lib()
+        limits = lib.Limits(max_connections=self._max_connections, max_keepalive_connections=self._max_keepalive)
+        self._default_timeout = self._timeout(None)
+        return lib.AsyncClient(limits=limits, timeout=self._default_timeout, follow_redirects=False)
 
     def _timeout(self, cap: float | None) -> object:
         if cap is None and self._default_timeout is not None:
@@ -214,58 +264,27 @@ class Transport:
         self, url: str, content: bytes, headers: Mapping[str, str], cap: float | None
     ) -> AsyncIterator[Response]:
         """POST a body and open the response at its headers; leaving the block closes it."""
-        client, moved = self._get_client()
+        client = self._get_client()
         request = client.build_request(  # type: ignore[attr-defined]
             "POST", url, content=content, headers=headers, timeout=self._timeout(cap)
         )
-        response = await self._send(client, request, moved)
+        response = await self._send(client, request)
         try:
             yield Response(response, self)
         finally:
             await response.aclose()
 
-    async def _send(self, client: object, request: object, moved: bool) -> _LibResponse:
-        """`client.send(request, stream=True)`, with the library's and the client's failures made plain.
-
-        A user's client made in one event loop and used in the next (each `imp.call_sync` runs its
-        own) holds kept-alive connections of a loop that has closed; httpx finds each one dead when
-        it closes it, raising `RuntimeError: Event loop is closed` before anything is sent, and drops
-        it. So the request is sent again at once, until a live connection (or a new one) takes it.
-        """
-        stale = 0
-        while True:
-            try:
-                response: _LibResponse = await client.send(request, stream=True)  # type: ignore[attr-defined]
-            except RuntimeError as exc:
-                if _dead_loop(exc) and stale < _STALE_CONNECTIONS and not self._owns_client:
-                    stale += 1
-                    continue
-                raise self._client_failure(exc, moved) from None
-            except Exception as exc:
-                if isinstance(exc, self._lib().TransportError):
-                    raise self.failure(exc, sent=True) from None
-                raise
-            return response
-
-    def _client_failure(self, exc: RuntimeError, moved: bool) -> HTTPFailure:
-        """A `RuntimeError` from sending: the user's client is closed, bound to another loop, or broken."""
-        text = str(exc)
-        if "closed" in text and "client" in text.lower():
-            return HTTPFailure(
-                "client",
-                "the http_client given to imp.lm(...) is closed: keep it open while the LM is in use "
-                "(imp never closes a client it did not make), or leave http_client out",
-                sent=False,
-            )
-        if _dead_loop(exc) or moved:
-            return HTTPFailure(
-                "connect",
-                f"the http_client given to imp.lm(...) failed after moving to another event loop ({text}): "
-                "an httpx.AsyncClient's connections belong to the loop that opened them; make the client "
-                "inside the loop that uses it, or leave http_client out (imp then keeps a pool per loop)",
-                sent=False,
-            )
-        return HTTPFailure("client", f"the http_client failed: RuntimeError: {text}", sent=False)
+    async def _send(self, client: object, request: object) -> _LibResponse:
+        """`client.send(request, stream=True)`, with the library's and a user's client's failures made plain."""
+        try:
+            response: _LibResponse = await client.send(request, stream=True)  # type: ignore[attr-defined]
+        except RuntimeError as exc:
+            raise _client_failure(exc) from None
+        except Exception as exc:
+            if isinstance(exc, self._lib().TransportError):
+                raise self.failure(exc, sent=True) from None
+            raise
+        return response
 
     async def aclose(self) -> None:
         """Close the pool (only when this transport made the client)."""
@@ -274,5 +293,32 @@ class Transport:
             await client.aclose()  # type: ignore[attr-defined]
 
 
-def _dead_loop(exc: RuntimeError) -> bool:
-    return "event loop is closed" in str(exc).lower()
+def _client_failure(exc: RuntimeError) -> HTTPFailure:
+    """A `RuntimeError` from sending: the user's client is closed, bound to another loop, or broken.
+    Never retried: a request sent on a connection of a closed loop may have reached the server."""
+    text = str(exc)
+    if "closed" in text and "client" in text.lower():
+        return HTTPFailure(
+            "client",
+            "the http_client given to imp.lm(...) is closed: keep it open while the LM is in use "
+            "(imp never closes a client it did not make), or leave http_client out",
+            sent=False,
+        )
+    return HTTPFailure("client", f"the http_client failed: RuntimeError: {text}", sent=True)
+
+
+class _URLsWithoutCredentials(logging.Filter):
+    """Takes credentials out of the URLs the HTTP library logs ("HTTP Request: POST <url> ...", at INFO):
+    a base URL's userinfo and a `?key=` would otherwise reach every log that takes the library's lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                safe_url(str(arg)) if str(arg).startswith(("http://", "https://")) else arg for arg in record.args
+            )
+        return True
+
+
+@functools.cache
+def _redact_library_log(backend: str) -> None:
+    logging.getLogger(backend).addFilter(_URLsWithoutCredentials())

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from imp._json import loads
-from imp._redact import redact, redact_text
+from imp._redact import is_secret_query_key, redact, redact_text
 from imp.errors import (
     QUOTA_CODES,
     BadRequest,
@@ -204,9 +204,6 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-_SECRET_QUERY = re.compile(r"key|token|secret|password|passwd|sig|auth|credential", re.IGNORECASE)
-
-
 def safe_url(url: str) -> str:
     """A URL fit for an error message or a log line: no userinfo, no secret-looking query values."""
     try:
@@ -220,7 +217,7 @@ def safe_url(url: str) -> str:
     query = parts.query
     if query:
         pairs = [
-            (k, "[REDACTED]" if _SECRET_QUERY.search(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)
+            (k, "[REDACTED]" if is_secret_query_key(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)
         ]
         query = urlencode(pairs, safe="[]")
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))

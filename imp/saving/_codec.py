@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from imp._redact import is_secret_key
+from imp._redact import is_secret_key, is_secret_query_key
 from imp.adapters import Adapter, ChatAdapter, JSONAdapter, TemplateAdapter, XMLAdapter
 from imp.errors import ImpError, SignatureError
 from imp.models.base import LM
@@ -114,7 +114,7 @@ def _callables(registry: Mapping[str, Any] | None) -> dict[str, Any]:
 def _drop_userinfo(url: str) -> str:
     parts = urlsplit(url)
     netloc = parts.netloc.rpartition("@")[2]
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_secret_key(k)])
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_secret_query_key(k)])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
