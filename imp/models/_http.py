@@ -218,9 +218,11 @@ class HTTPLM(LM):
         return checked
 
     def _headers(self, options: Options) -> dict[str, str]:
-        headers = {"content-type": "application/json", **self._extra_headers}
-        headers.update(options.get("extra_headers") or {})
-        headers.update(self.request_headers(options))
+        """The request's headers, each name once (lower-cased: a later `Authorization` replaces an
+        earlier `authorization`): settings, the call's `extra_headers`, the provider's, the key's."""
+        headers = {"content-type": "application/json"}
+        for given in (self._extra_headers, options.get("extra_headers"), self.request_headers(options)):
+            headers.update({name.lower(): value for name, value in (given or {}).items()})
         headers.update(self.auth_headers(self._credentials.api_key))
         self._check_credential(headers)
         return headers
@@ -233,7 +235,7 @@ class HTTPLM(LM):
         """
         if self._credentials.api_key or not self.api_key_env or not self._own_service:
             return
-        if {k.lower() for k in headers} & {"authorization", "x-api-key", "api-key"}:
+        if set(headers) & {"authorization", "x-api-key", "api-key"}:
             return
         raise AuthenticationError(
             f"no API key: set {self.api_key_env} in the environment or pass "
