@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from imp._redact import redact_text
 from imp.errors import LMError
+from imp.runtime.logging import get_logger
+from imp.runtime.run import current_run, emit
 
 if TYPE_CHECKING:
     from imp.models._stepdown import StepDown
@@ -14,15 +16,11 @@ __all__ = ["log_cache_failure", "log_retry", "log_step_down"]
 
 
 def _logger() -> Any:
-    from imp.runtime.logging import get_logger
-
     return get_logger()
 
 
 def _call_id() -> str | None:
     """The id of the `imp.call` this request belongs to (None outside one), to tie a line to its call."""
-    from imp.runtime.run import current_run
-
     run = current_run()
     return run.call_id if run is not None else None
 
@@ -30,8 +28,6 @@ def _call_id() -> str | None:
 def log_retry(model_key: str, attempt: int, error: LMError, wait: float) -> None:
     """One line per retried attempt: which model, which attempt failed, why, and the wait; also a
     `model_retry` event on the current run, so a trace marks the retry on its LM request."""
-    from imp.runtime.run import emit
-
     emit(
         "model_retry",
         model=model_key,

@@ -31,6 +31,7 @@ from imp._redact import is_secret_key
 from imp.models._log import log_cache_failure
 from imp.models.base import LMResponse, Usage
 from imp.records import ToolCall
+from imp.settings import settings
 
 __all__ = [
     "CacheStats",
@@ -290,8 +291,6 @@ def resolve_cache(cache: Any, *, use_default: bool = True) -> ResponseCache | No
         found = _default.get()
         if found is not None:
             return found
-        from imp.settings import settings
-
         configured = settings().cache
         return None if configured is None else resolve_cache(configured, use_default=False)
     if cache is False:

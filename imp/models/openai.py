@@ -18,6 +18,7 @@ from imp.models._options import Options
 from imp.models._sse import SSEEvent
 from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name, wire_arguments
 from imp.models.base import LMCapabilities, LMResponse, StreamEvent
+from imp.models.errors import error_from_payload
 from imp.records import Message, ToolCall, Usage
 
 __all__ = ["OpenAILM", "OpenRouterLM"]
@@ -119,8 +120,6 @@ def _relayed_error(lm: OpenAILM, body: Mapping[str, Any]) -> LMError:
     error = body.get("error")
     code = error.get("code") if isinstance(error, Mapping) else None
     status = code if isinstance(code, int) and not isinstance(code, bool) else None
-    from imp.models.errors import error_from_payload
-
     return error_from_payload(
         status=status, body=body, provider=lm.provider, secrets=lm.secrets, in_stream=status is None
     )
