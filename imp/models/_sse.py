@@ -44,11 +44,13 @@ class SSEDecoder:
         "_event",
         "_id",
         "_limit",
+        "_lines",
         "_partial",
         "_partial_size",
         "_pending_cr",
         "_size",
         "comments",
+        "progress",
         "scanned",
     )
 
@@ -63,8 +65,12 @@ class SSEDecoder:
         self._size = 0
         self.scanned = 0
         """Bytes examined so far: the decoder's work, which stays in proportion to what was fed."""
+        self._lines = 0
         self.comments = 0
         """Comment lines (keep-alives) read so far."""
+        self.progress = 0
+        """Grows with every line, or piece of one, that is not a keep-alive (a comment, or a line of an
+        event named `ping`, Anthropic's keep-alive): what a stall check compares."""
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Take the next bytes; return the events they complete, in order."""
@@ -90,6 +96,8 @@ class SSEDecoder:
         if tail:
             self._partial.append(tail)
             self._partial_size += len(tail)
+            if not tail.startswith(b":"):
+                self.progress += 1
             if self._limit is not None and self._size + self._partial_size > self._limit:
                 raise SSELimitExceeded(self._limit)
         return events
@@ -97,15 +105,21 @@ class SSEDecoder:
     def _line(self, raw: bytes) -> SSEEvent | None:
         if not raw:
             if not self._data:
-                self._event, self._size = "", 0
+                if self._event == "ping":
+                    self.progress -= self._lines
+                self._event, self._size, self._lines = "", 0, 0
                 return None
             event = SSEEvent(self._event or "message", "\n".join(self._data), self._id, self._size)
-            self._event, self._data, self._size = "", [], 0
+            if event.event == "ping":
+                self.progress -= self._lines
+            self._event, self._data, self._size, self._lines = "", [], 0, 0
             return event
         if raw.startswith(b":"):
             self.comments += 1
             return None
         self._size += len(raw) + 1
+        self._lines += 1
+        self.progress += 1
         if self._limit is not None and self._size > self._limit:
             raise SSELimitExceeded(self._limit)
         name, sep, value = raw.decode("utf-8", errors="replace").partition(":")

@@ -17,11 +17,10 @@ then passes the rest on. What it enforces, for every provider:
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import anyio
 
 from imp._redact import redact_text
 from imp.errors import InvalidResponse, LMError, ResponseTooLarge
@@ -34,9 +33,6 @@ if TYPE_CHECKING:
     from imp.models._http import StreamState
 
 __all__ = ["Arrived", "EmptyStream", "StreamReader", "as_deltas", "malformed", "read_json"]
-
-_KEEPALIVE_EVENTS = frozenset({"ping"})
-"""Named events that only keep a connection open (Anthropic sends `event: ping` while it works)."""
 
 _MALFORMED = (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError)
 """What reading a well-formed SSE event of the wrong shape raises inside a provider's reader."""
@@ -126,21 +122,25 @@ class StreamReader:
 
     async def deltas(self) -> AsyncGenerator[StreamEvent]:
         """Each delta as its event is read, then the `final` event with the whole response."""
-        last_progress = anyio.current_time()
+        stall = self._stall
+        progress, idle_since = -1, 0.0
         async for chunk in self._chunks:
             self.received += len(chunk)
             try:
                 events = self._decoder.feed(chunk)
             except SSELimitExceeded as exc:
                 raise self._too_large(str(exc)) from None
-            if any(event.event not in _KEEPALIVE_EVENTS for event in events):
-                last_progress = anyio.current_time()
-            elif self._stall is not None and anyio.current_time() - last_progress > self._stall:
-                raise HTTPFailure(
-                    "timeout",
-                    f"no event for over {self._stall:g} s, only keep-alives: the read timeout, counted from the last event",
-                    sent=True,
-                )
+            if stall is not None:  # the clock is read only while nothing but keep-alives arrives
+                if self._decoder.progress != progress:
+                    progress, idle_since = self._decoder.progress, 0.0
+                elif not idle_since:
+                    idle_since = time.monotonic()
+                elif time.monotonic() - idle_since > stall:
+                    raise HTTPFailure(
+                        "timeout",
+                        f"only keep-alives for over {stall:g} s: the read timeout, counted from the last event",
+                        sent=True,
+                    )
             for event in events:
                 self.events += 1
                 for delta in self._feed(event):
