@@ -15,7 +15,7 @@ import abc
 import dataclasses
 import json
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack, cast
@@ -34,7 +34,7 @@ from imp.errors import (
     UnsupportedOption,
 )
 from imp.models._credentials import Credentials
-from imp.models._gate import request_gate
+from imp.models._gate import RequestGate, request_gate
 from imp.models._log import log_retry, log_step_down
 from imp.models._options import ChatOptions, Defaults, Options, check_options
 from imp.models._prices import Prices, as_prices, priced
@@ -399,51 +399,54 @@ class HTTPLM(LM):
     ) -> _Sent:
         """One HTTP attempt: through the gate, opened at its headers, a refusal classified; then the body
         read whole, or read to its first delta (`stack` closes the stream when the caller is done)."""
-        opened = AsyncExitStack()
         gate = request_gate.get()
         cap = self._cap(options)
+        ticket = None if gate is None else await gate.enter()  # a stream holds its slot until it is closed
+        response: Response | None = None
+        deltas: AsyncGenerator[StreamEvent] | None = None
         try:
-            if gate is not None:  # a stream holds its slot until it is closed
-                opened.callback(gate.leave, await gate.enter())
-            response = await opened.enter_async_context(self._transport.open(self.url, content, headers, cap))
+            response = await self._transport.send(self.url, content, headers, cap)
             if response.status >= 300:
                 error = await self._refusal(response, forced)
                 if stack is None:  # a request's slot is given back when its response is in
-                    await opened.aclose()
+                    await response.aclose()
+                    _leave(gate, ticket)
+                    gate, response = None, None
                 if gate is not None and isinstance(error, RateLimited):
                     gate.rate_limited(error.retry_after)
                 raise error
             if stack is None:
-                whole = await self._read_whole(response, step)
-                await opened.aclose()
-                return _Sent(response=whole)
-            state = self.stream_state(step=step, headers=response.headers)
-            stall = cap if cap is not None else self._timeout
+                return _Sent(response=await self._read_whole(response, step))
             reader = StreamReader(
-                state,
+                self.stream_state(step=step, headers=response.headers),
                 response.chunks(),
                 provider=self.provider,
                 limit=self.max_response_bytes,
-                stall=stall,
+                stall=cap if cap is not None else self._timeout,
                 secrets=self.secrets,
             )
             deltas = reader.deltas()
-            opened.push_async_callback(deltas.aclose)
             try:
                 first = await anext(deltas)
             except EmptyStream as empty:
                 raise self._empty_stream(empty, options) from None
+            if gate is not None:
+                stack.callback(gate.leave, ticket)
+            stack.push_async_callback(response.aclose)
+            stack.push_async_callback(deltas.aclose)
+            sent = _Sent(first=first, rest=deltas, reader=reader)
+            response = deltas = gate = None  # the caller's stack closes them from here
+            return sent
         except HTTPFailure as failure:
-            await opened.aclose()
             raise self._failure(failure) from None
         except BodyTooLarge as too_large:
-            await opened.aclose()
             raise self._too_large(too_large) from None
-        except BaseException:
-            await opened.aclose()
-            raise
-        stack.push_async_callback(opened.aclose)
-        return _Sent(first=first, rest=deltas, reader=reader)
+        finally:
+            if deltas is not None:
+                await deltas.aclose()
+            if response is not None:
+                await response.aclose()
+            _leave(gate, ticket)
 
     async def _refusal(self, response: Response, forced: bool) -> LMError:
         """The `LMError` for a non-2xx response, from the first `_ERROR_BODY_BYTES` of its body."""
@@ -560,6 +563,12 @@ class HTTPLM(LM):
     def __repr__(self) -> str:
         where = "" if self._own_service else f", base_url={self.base_url!r}"
         return redact_text(f"{type(self).__name__}({self.provider}:{self.model}{where})", self.secrets)
+
+
+def _leave(gate: RequestGate | None, ticket: object) -> None:
+    """Give a request's slot back to the gate (when there is one)."""
+    if gate is not None:
+        gate.leave(ticket)
 
 
 def _check_client_options(base_url: str, **timeouts: float) -> None:

@@ -6,6 +6,7 @@ knows) before anything is sent; a `None` value means "not set" and is dropped.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
@@ -108,6 +109,7 @@ class ChatOptions(RequestOptions, CallSettings, total=False):
     """What the Chat Completions clients (`OpenAILM`, `OpenRouterLM`) take: the common options."""
 
 
+@functools.cache
 def known_options(options_type: type) -> frozenset[str]:
     """The option names a provider's options `TypedDict` declares."""
     optional: frozenset[str] = getattr(options_type, "__optional_keys__", frozenset())

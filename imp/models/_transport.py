@@ -6,12 +6,13 @@ that is installed, else on httpx. `IMP_HTTP_BACKEND=httpx|httpx2`, `http_backend
 
 Every request is sent as httpx's `AsyncClient.send(request, stream=True)` does it: the response
 opens at its headers, and the caller reads the body whole (`Response.read`, bounded) or as it
-arrives (`Response.chunks`). `importlib` loads the HTTP library on first use, not at import: the
+arrives (`Response.chunks`), then closes it. `importlib` loads the HTTP library on first use, not at import: the
 library is chosen at run time, and `import imp` stays light.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import importlib.util
@@ -19,7 +20,6 @@ import inspect
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
 from types import ModuleType
 from typing import Literal, Protocol
 
@@ -59,6 +59,7 @@ class _LibResponse(Protocol):
     @property
     def headers(self) -> Mapping[str, str]: ...
     def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+    async def aread(self) -> bytes: ...
     async def aclose(self) -> None: ...
 
 
@@ -83,9 +84,15 @@ class Response:
 
     async def read(self, limit: int | None) -> bytes:
         """The whole body; `BodyTooLarge` as soon as it passes `limit` bytes (None: no limit)."""
-        declared = self.headers.get("content-length")
-        if limit is not None and declared is not None and declared.isdigit() and int(declared) > limit:
-            raise BodyTooLarge(limit, int(declared))
+        declared, encoded = _length_and_encoding(self._response)
+        if limit is not None and declared is not None:
+            if declared > limit:
+                raise BodyTooLarge(limit, declared)
+            if not encoded:  # no more than declared arrives (a compressed body may grow)
+                try:
+                    return await self._response.aread()
+                except Exception as exc:
+                    raise self._transport.failure(exc, sent=True) from None
         parts: list[bytes] = []
         size = 0
         async for chunk in self.chunks():
@@ -94,6 +101,10 @@ class Response:
                 raise BodyTooLarge(limit)
             parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def aclose(self) -> None:
+        """Close the response (and give its connection back to the pool)."""
+        await self._response.aclose()
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Body bytes as they arrive (decompressed)."""
@@ -106,6 +117,21 @@ class Response:
             except Exception as exc:
                 raise self._transport.failure(exc, sent=True) from None
             yield chunk
+
+
+def _length_and_encoding(response: _LibResponse) -> tuple[int | None, bool]:
+    """The declared `content-length` and whether a `content-encoding` is set, in one pass over the
+    raw headers (each lookup by name in httpx's `Headers` decodes them all)."""
+    declared: int | None = None
+    encoded = False
+    raw: list[tuple[bytes, bytes]] = getattr(response.headers, "raw", None) or []
+    for name, value in raw:
+        lowered = name.lower()
+        if lowered == b"content-length" and value.isdigit():
+            declared = int(value)
+        elif lowered == b"content-encoding" and value.strip().lower() != b"identity":
+            encoded = True
+    return declared, encoded
 
 
 def backend_name(client: object = None) -> str:
@@ -206,7 +232,7 @@ class Transport:
         before anything is sent (sent on such a connection, a request reaches the server and its reply
         is lost: `RuntimeError: Event loop is closed`).
         """
-        loop = anyio.lowlevel.current_token().native_token
+        loop = _running_loop()
         moved = self._loop is not None and loop is not self._loop
         if moved and not self._owns_client and _kept_alive(self._client):
             raise HTTPFailure(
@@ -259,20 +285,13 @@ class Transport:
             kind = "protocol"
         return HTTPFailure(kind, f"{type(exc).__name__}: {exc}".rstrip(": "), sent=sent)
 
-    @asynccontextmanager
-    async def open(
-        self, url: str, content: bytes, headers: Mapping[str, str], cap: float | None
-    ) -> AsyncIterator[Response]:
-        """POST a body and open the response at its headers; leaving the block closes it."""
+    async def send(self, url: str, content: bytes, headers: Mapping[str, str], cap: float | None) -> Response:
+        """POST a body and open the response at its headers; the caller closes it (`Response.aclose`)."""
         client = self._get_client()
         request = client.build_request(  # type: ignore[attr-defined]
             "POST", url, content=content, headers=headers, timeout=self._timeout(cap)
         )
-        response = await self._send(client, request)
-        try:
-            yield Response(response, self)
-        finally:
-            await response.aclose()
+        return Response(await self._send(client, request), self)
 
     async def _send(self, client: object, request: object) -> _LibResponse:
         """`client.send(request, stream=True)`, with the library's and a user's client's failures made plain."""
@@ -322,3 +341,11 @@ class _URLsWithoutCredentials(logging.Filter):
 @functools.cache
 def _redact_library_log(backend: str) -> None:
     logging.getLogger(backend).addFilter(_URLsWithoutCredentials())
+
+
+def _running_loop() -> object:
+    """The running event loop: asyncio's own (a cheap C call, on every request), else anyio's token's."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.lowlevel.current_token().native_token
