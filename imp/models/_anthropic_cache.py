@@ -26,22 +26,23 @@ EXTENDED_TTL_BETA: Final = "extended-cache-ttl-2025-04-11"
 _UNMARKABLE = ("thinking", "redacted_thinking")
 
 
-def check_prompt_cache(value: Any) -> PromptCache:
+def check_prompt_cache(value: object) -> PromptCache:
     """The `prompt_cache` option, checked (a clear error naming the choices otherwise)."""
     if value is None or value is True:
         return "5m"
     if value is False:
         return "off"
-    if value not in get_args(PromptCache):
-        raise ValueError(f"anthropic prompt_cache is one of '5m', '1h', 'off' (or True/False), got {value!r}")
-    return value  # type: ignore[no-any-return]
+    for choice in get_args(PromptCache):
+        if value == choice:
+            return choice  # type: ignore[no-any-return]
+    raise ValueError(f"anthropic prompt_cache is one of '5m', '1h', 'off' (or True/False), got {value!r}")
 
 
 def _control(ttl: PromptCache) -> dict[str, str]:
     return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
 
 
-def _has_mark(value: Any) -> bool:
+def _has_mark(value: object) -> bool:
     if isinstance(value, dict):
         return "cache_control" in value or any(_has_mark(v) for v in value.values())
     if isinstance(value, list):

@@ -18,7 +18,7 @@ import os
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Unpack, cast
+from typing import Any, ClassVar, Unpack, cast
 
 from imp._redact import redact, redact_text
 from imp.errors import (
@@ -36,10 +36,10 @@ from imp.errors import (
 from imp.models._credentials import Credentials
 from imp.models._gate import RequestGate, request_gate
 from imp.models._log import log_retry, log_step_down
-from imp.models._options import ChatOptions, Defaults, Options, check_options
+from imp.models._options import ChatOptions, Defaults, Options, check_client_settings, check_options
 from imp.models._prices import Prices, as_prices, priced
 from imp.models._stepdown import StepDowns
-from imp.models._stream import EmptyStream, StreamReader, as_deltas, malformed, read_json
+from imp.models._stream import EmptyStream, StreamReader, StreamState, as_deltas, malformed, read_json
 from imp.models._transport import BodyTooLarge, HTTPFailure, Response, Transport, backend_name, check_http_client
 from imp.models._wire import forces_tool
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
@@ -49,9 +49,6 @@ from imp.models.retry import RetryPolicy, call_with_retries
 from imp.runtime.deadline import time_left
 from imp.runtime.usage import record_usage
 
-if TYPE_CHECKING:
-    from imp.models._sse import SSEEvent
-
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "HTTPLM", "StreamState"]
 
 DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
@@ -60,18 +57,6 @@ DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
 _ERROR_BODY_BYTES = 64 * 1024
 """How much of an error response is read to classify it (its message comes first)."""
-
-
-class StreamState(abc.ABC):
-    """Reads one provider's SSE events into deltas and, at the end, the whole response."""
-
-    @abc.abstractmethod
-    def feed(self, event: SSEEvent) -> list[StreamEvent]:
-        """Take one SSE event; return the deltas it carries. Raise `LMError` for an error event."""
-
-    @abc.abstractmethod
-    def finish(self) -> LMResponse:
-        """The whole response once the body ended; raise `LMError` if the terminal event never came."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +109,9 @@ class HTTPLM(LM):
             self.provider = provider
         self.model = model
         self.base_url = (base_url or self.default_base_url).rstrip("/")
-        _check_client_options(self.base_url, timeout=timeout, connect_timeout=connect_timeout)
-        _check_limit(max_response_bytes)
+        check_client_settings(
+            self.base_url, timeout=timeout, connect_timeout=connect_timeout, max_response_bytes=max_response_bytes
+        )
         check_http_client(http_client)
         if api_key is None and self.api_key_env and self._own_service:
             # The environment's key goes only to the service it is named for (`_credentials`).
@@ -218,12 +204,11 @@ class HTTPLM(LM):
         return checked
 
     def _headers(self, options: Options) -> dict[str, str]:
-        """The request's headers, each name once (lower-cased: a later `Authorization` replaces an
-        earlier `authorization`): settings, the call's `extra_headers`, the provider's, the key's."""
-        headers = {"content-type": "application/json"}
-        for given in (self._extra_headers, options.get("extra_headers"), self.request_headers(options)):
+        """The request's headers, each name once (lower-cased): the key's and the provider's, then the
+        ones you give (`headers=`, then the call's `extra_headers`), which win over them."""
+        headers = {"content-type": "application/json", **self.auth_headers(self._credentials.api_key)}
+        for given in (self.request_headers(options), self._extra_headers, options.get("extra_headers")):
             headers.update({name.lower(): value for name, value in (given or {}).items()})
-        headers.update(self.auth_headers(self._credentials.api_key))
         self._check_credential(headers)
         return headers
 
@@ -408,12 +393,13 @@ class HTTPLM(LM):
             response = await self._transport.send(self.url, content, headers, cap)
             if response.status >= 300:
                 error = await self._refusal(response, forced)
+                told = gate
                 if stack is None:  # a request's slot is given back when its response is in
                     await response.aclose()
                     _leave(gate, ticket)
                     gate, response = None, None
-                if gate is not None and isinstance(error, RateLimited):
-                    gate.rate_limited(error.retry_after)
+                if told is not None and isinstance(error, RateLimited):
+                    told.rate_limited(error.retry_after)
                 raise error
             if stack is None:
                 return _Sent(response=await self._read_whole(response, step))
@@ -540,7 +526,7 @@ class HTTPLM(LM):
             )
         return response
 
-    def stream_error(self, payload: Any, *, status: int | None = None) -> LMError:
+    def stream_error(self, payload: object, *, status: int | None = None) -> LMError:
         """The `LMError` for an error event or error object inside a 200 stream."""
         return error_from_payload(
             status=status, body=payload, provider=self.provider, secrets=self.secrets, in_stream=True
@@ -569,20 +555,6 @@ def _leave(gate: RequestGate | None, ticket: object) -> None:
     """Give a request's slot back to the gate (when there is one)."""
     if gate is not None:
         gate.leave(ticket)
-
-
-def _check_client_options(base_url: str, **timeouts: float) -> None:
-    """Refuse, when the client is built, a base URL httpx cannot send to and a timeout that is no time."""
-    if base_url and not base_url.lower().startswith(("http://", "https://")):
-        raise ValueError(f"base_url starts with http:// or https://, as in 'http://{base_url}', got {base_url!r}")
-    for name, value in timeouts.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise ValueError(f"{name} is a positive number of seconds, got {value!r}")
-
-
-def _check_limit(limit: int | None) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"max_response_bytes is a positive number of bytes (or None for no limit), got {limit!r}")
 
 
 def _with_max_retries(policy: RetryPolicy, max_retries: int) -> RetryPolicy:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from imp._redact import redact_text
 from imp.errors import LMError
@@ -13,10 +13,6 @@ if TYPE_CHECKING:
     from imp.models._stepdown import StepDown
 
 __all__ = ["log_cache_failure", "log_retry", "log_step_down"]
-
-
-def _logger() -> Any:
-    return get_logger()
 
 
 def _call_id() -> str | None:
@@ -37,7 +33,7 @@ def log_retry(model_key: str, attempt: int, error: LMError, wait: float) -> None
         error=redact_text(error.message),
         wait=round(wait, 3),
     )
-    _logger().warning(
+    get_logger().warning(
         "lm_retry",
         call_id=_call_id(),
         model=model_key,
@@ -52,7 +48,7 @@ def log_retry(model_key: str, attempt: int, error: LMError, wait: float) -> None
 
 def log_step_down(model_key: str, step: StepDown, error: LMError) -> None:
     """One line when a server refused an option and this LM stops sending it (or sends less)."""
-    _logger().warning(
+    get_logger().warning(
         "lm_step_down",
         call_id=_call_id(),
         model=model_key,
@@ -66,4 +62,4 @@ def log_step_down(model_key: str, step: StepDown, error: LMError) -> None:
 
 def log_cache_failure(operation: str, exc: BaseException) -> None:
     """A cache that failed to read or write: logged, never raised into the call."""
-    _logger().warning("lm_cache_failed", operation=operation, error=redact_text(f"{type(exc).__name__}: {exc}"))
+    get_logger().warning("lm_cache_failed", operation=operation, error=redact_text(f"{type(exc).__name__}: {exc}"))

@@ -27,6 +27,7 @@ __all__ = [
     "ResponsesOptions",
     "ToolChoice",
     "ToolSpec",
+    "check_client_settings",
     "check_options",
     "known_options",
 ]
@@ -139,3 +140,16 @@ def check_options(provider: str, options: Mapping[str, object], options_type: ty
         extra = options.get(name)
         if extra is not None and not isinstance(extra, Mapping):
             raise TypeError(f"{name} must be a mapping of fields to add to the request")
+
+
+def check_client_settings(base_url: str, *, max_response_bytes: int | None, **timeouts: float) -> None:
+    """Refuse, when the client is built, a base URL httpx cannot send to, a timeout that is no time and
+    a reply limit that is no size."""
+    if base_url and not base_url.lower().startswith(("http://", "https://")):
+        raise ValueError(f"base_url starts with http:// or https://, as in 'http://{base_url}', got {base_url!r}")
+    for name, value in timeouts.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ValueError(f"{name} is a positive number of seconds, got {value!r}")
+    limit = max_response_bytes
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"max_response_bytes is a positive number of bytes (or None for no limit), got {limit!r}")

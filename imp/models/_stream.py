@@ -16,11 +16,11 @@ then passes the rest on. What it enforces, for every provider:
 
 from __future__ import annotations
 
+import abc
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from imp._redact import redact_text
 from imp.errors import InvalidResponse, LMError, ResponseTooLarge
@@ -29,13 +29,22 @@ from imp.models._transport import HTTPFailure
 from imp.models._wire import wire_arguments
 from imp.models.base import LMResponse, StreamEvent
 
-if TYPE_CHECKING:
-    from imp.models._http import StreamState
-
-__all__ = ["Arrived", "EmptyStream", "StreamReader", "as_deltas", "malformed", "read_json"]
+__all__ = ["Arrived", "EmptyStream", "StreamReader", "StreamState", "as_deltas", "malformed", "read_json"]
 
 _MALFORMED = (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError)
 """What reading a well-formed SSE event of the wrong shape raises inside a provider's reader."""
+
+
+class StreamState(abc.ABC):
+    """Reads one provider's SSE events into deltas and, at the end, the whole response."""
+
+    @abc.abstractmethod
+    def feed(self, event: SSEEvent) -> list[StreamEvent]:
+        """Take one SSE event; return the deltas it carries. Raise `LMError` for an error event."""
+
+    @abc.abstractmethod
+    def finish(self) -> LMResponse:
+        """The whole response once the body ended; raise `LMError` if the terminal event never came."""
 
 
 class EmptyStream(Exception):

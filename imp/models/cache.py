@@ -53,7 +53,7 @@ _NOT_KEYED_HEADERS = frozenset({"content-type", "accept", "user-agent", "content
 def cache_key(
     provider: str,
     base_url: str,
-    body: Mapping[str, Any],
+    body: Mapping[str, object],
     rollout_id: object = None,
     *,
     headers: Mapping[str, str] | None = None,
@@ -262,13 +262,17 @@ class SQLiteCache(ResponseCache):
                 self._conn = None
 
 
+CacheSetting = ResponseCache | bool | str | Path | None
+"""`True` (the process-wide memory LRU), `False` (off), a path (a SQLite file), a cache, or None
+(the context's default)."""
+
 _default: ContextVar[ResponseCache | None] = ContextVar("imp_lm_cache", default=None)
 _shared_memory: MemoryCache | None = None
 _sqlite_by_path: dict[Path, SQLiteCache] = {}
 
 
 @contextmanager
-def using_cache(cache: Any) -> Iterator[ResponseCache | None]:
+def using_cache(cache: CacheSetting) -> Iterator[ResponseCache | None]:
     """Use a default cache inside the block only."""
     resolved = resolve_cache(cache, use_default=False)
     token = _default.set(resolved)
@@ -278,7 +282,7 @@ def using_cache(cache: Any) -> Iterator[ResponseCache | None]:
         _default.reset(token)
 
 
-def resolve_cache(cache: Any, *, use_default: bool = True) -> ResponseCache | None:
+def resolve_cache(cache: CacheSetting, *, use_default: bool = True) -> ResponseCache | None:
     """Turn an LM's or a call's `cache` setting into a cache.
 
     None defers to the context's default (`using_cache`, then `imp.configure(cache=...)`); True is

@@ -111,7 +111,7 @@ _TRY_AGAIN = re.compile(r"try again in (\d+(?:\.\d+)?)\s*(ms|s|sec|seconds)?\b",
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$")
 
 
-def parse_retry_after(headers: Mapping[str, str] | None, error: Mapping[str, Any] | None = None) -> float | None:
+def parse_retry_after(headers: Mapping[str, str] | None, error: Mapping[str, object] | None = None) -> float | None:
     """The provider's wait hint in seconds: `retry-after-ms`, `retry-after` (seconds or an HTTP date),
     a body's `details[].retryDelay`, or OpenAI's "Please try again in 1.5s"."""
     if headers:
@@ -130,7 +130,8 @@ def parse_retry_after(headers: Mapping[str, str] | None, error: Mapping[str, Any
                 if when is not None:
                     return max(0.0, when - time.time())
     if error:
-        for detail in error.get("details") or ():
+        details = error.get("details")
+        for detail in details if isinstance(details, list) else ():
             if isinstance(detail, Mapping) and isinstance(detail.get("retryDelay"), str):
                 seconds = _duration(detail["retryDelay"])
                 if seconds is not None:
@@ -184,7 +185,7 @@ def is_tool_choice_refusal(message: str) -> bool:
     )
 
 
-def _error_object(body: Any) -> Mapping[str, Any]:
+def _error_object(body: object) -> Mapping[str, object]:
     """The error mapping inside a provider's envelope (OpenAI, Anthropic, Gemini, flat vLLM)."""
     if isinstance(body, list) and body and isinstance(body[0], Mapping):
         body = body[0]  # Gemini sometimes answers with a JSON array
@@ -200,7 +201,7 @@ def _error_object(body: Any) -> Mapping[str, Any]:
     return {}
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
@@ -271,7 +272,7 @@ def _kind(
     return lm_error_kind(status)
 
 
-def _decode_body(text: str) -> Any:
+def _decode_body(text: str) -> object:
     """An error body as JSON (leniently: some servers send Python-ish dicts), or None for text or HTML."""
     stripped = text.strip()
     if not stripped.startswith(("{", "[")):
@@ -299,7 +300,7 @@ def error_from_payload(
     error = _error_object(body)
     message = _text(error.get("message"))
     found = error.get("metadata")
-    metadata: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    metadata: Mapping[str, object] = found if isinstance(found, Mapping) else {}
     raw_upstream = _text(metadata.get("raw"))
     code_value = error.get("code")
     error_type = _text(error.get("type")) or _text(error.get("status"))
@@ -341,7 +342,7 @@ def error_from_payload(
     if request_id is None and isinstance(body, Mapping) and isinstance(body.get("request_id"), str):
         request_id = body["request_id"]
 
-    kept_body: Any = body if body is not None else raw_text
+    kept_body: object = body if body is not None else raw_text
     details: dict[str, Any] = {}
     if kind is UnsupportedOption:
         details["option"] = rejected_option(texts) or ""

@@ -82,11 +82,12 @@ async def test_every_program_streams_with_its_tools(
     retries = [r.msg for r in caplog.records if isinstance(r.msg, dict) and r.msg.get("event") == "lm_retry"]
     assert not retries, retries
     streamed_with_tools = [b for b in bodies if b.get("stream") and b.get("tools")]
-    if live_model is SMOLLM2 and _steps(caplog):
+    stream_steps = [step for step in _steps(caplog) if step["option"] == "stream"]
+    print(f"\n{live_model.alias} {kind}: {len(bodies)} request(s), stream steps: {len(stream_steps)}")
+    if stream_steps:
         # The server could not stream the tool call the model chose: one step down, then requests with
         # tools are read whole.
-        (step,) = _steps(caplog)
-        assert step["option"] == "stream" and len(streamed_with_tools) == 1
+        assert live_model is SMOLLM2 and len(stream_steps) == 1 and len(streamed_with_tools) == 1
 
 
 async def test_an_acp_prompt_with_tools_ends_its_turn(proxy: RecordingProxy, live_model: LiveModel) -> None:
