@@ -1,5 +1,11 @@
 """A recording TCP proxy in front of the live server: relays every byte both ways, unchanged, and keeps
-each HTTP request the client sent (method, path, body), to count what reached the server."""
+each HTTP request the client sent (method, path, body), to count what reached the server.
+
+A request counts as received by the server once the server answers on its connection (imp sends one
+request at a time on a connection: no pipelining). A request written to a connection the server had
+already closed (a kept-alive connection after a failed stream, say) gets no answer: it is kept apart,
+in `unanswered`, since the server never read it.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +38,14 @@ class _Requests:
         self._buffer = b""
         self._sink = sink
         self._lock = lock
+        self.pending: list[Sent] = []
+        """Requests sent on, not answered yet."""
+
+    def answered(self) -> None:
+        """The server sent bytes back: the requests sent before them reached it."""
+        with self._lock:
+            self._sink.extend(self.pending)
+            self.pending.clear()
 
     def feed(self, data: bytes) -> None:
         self._buffer += data
@@ -49,7 +63,7 @@ class _Requests:
             if len(rest) < length:
                 return
             with self._lock:
-                self._sink.append(Sent(method, path, rest[:length]))
+                self.pending.append(Sent(method, path, rest[:length]))
             self._buffer = rest[length:]
 
 
@@ -58,6 +72,9 @@ class RecordingProxy:
 
     def __init__(self, upstream: tuple[str, int]) -> None:
         self.sent: list[Sent] = []
+        """Requests the server answered (so received), in order."""
+        self.unanswered: list[Sent] = []
+        """Requests written to a connection the server closed without answering them."""
         lock = threading.Lock()
         proxy = self
 
@@ -72,6 +89,8 @@ class RecordingProxy:
                         while data := source.recv(65536):
                             if record:
                                 requests.feed(data)
+                            else:
+                                requests.answered()
                             target.sendall(data)
                     except OSError:
                         pass
@@ -85,6 +104,8 @@ class RecordingProxy:
                 pipe(client, server, True)
                 back.join()
                 server.close()
+                with lock:
+                    proxy.unanswered.extend(requests.pending)
 
         self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Relay)
         self._server.daemon_threads = True
