@@ -10,7 +10,7 @@ exchange from the cache. Requests that already carry a `cache_control` mark are 
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, get_args
+from typing import Final, Literal, get_args
 
 __all__ = ["EXTENDED_TTL_BETA", "MAX_BREAKPOINTS", "PromptCache", "check_prompt_cache", "mark_breakpoints"]
 
@@ -50,15 +50,15 @@ def _has_mark(value: object) -> bool:
     return False
 
 
-def _last_markable(blocks: list[dict[str, Any]]) -> dict[str, Any] | None:
-    for block in reversed(blocks):
-        if block.get("type") not in _UNMARKABLE:
-            found: dict[str, Any] = block
+def _last_markable(blocks: object) -> dict[str, object] | None:
+    for block in reversed(blocks if isinstance(blocks, list) else []):
+        if isinstance(block, dict) and block.get("type") not in _UNMARKABLE:
+            found: dict[str, object] = block
             return found
     return None
 
 
-def mark_breakpoints(body: dict[str, Any], ttl: PromptCache) -> None:
+def mark_breakpoints(body: dict[str, object], ttl: PromptCache) -> None:
     """Put up to four `cache_control` marks on a built Messages body, in place."""
     if ttl == "off" or _has_mark(body):
         return
@@ -72,7 +72,8 @@ def mark_breakpoints(body: dict[str, Any], ttl: PromptCache) -> None:
     if isinstance(system, str) and system:
         body["system"] = [{"type": "text", "text": system, "cache_control": control}]
         marks += 1
-    messages: list[dict[str, Any]] = body.get("messages") or []
+    found = body.get("messages")
+    messages: list[dict[str, object]] = found if isinstance(found, list) else []
     # The newest message, then the last user message before the newest assistant one: where the
     # previous request of the same turn ended, so its cache entry is read exactly.
     targets: list[int] = []

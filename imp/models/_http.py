@@ -159,7 +159,7 @@ class HTTPLM(LM):
         """The provider's credential and version headers."""
 
     @abc.abstractmethod
-    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, Any]:
+    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, object]:
         """The JSON request body for these messages and (already checked) options."""
 
     @abc.abstractmethod
@@ -536,9 +536,9 @@ class HTTPLM(LM):
         """Close the connection pool (a client the user gave is left open)."""
         await self._transport.aclose()
 
-    def dump(self) -> dict[str, Any]:
+    def dump(self) -> dict[str, object]:
         """A JSON-friendly description to rebuild this client with `imp.lm(**dump)`; never the key."""
-        data: dict[str, Any] = {"model": self.model_key}
+        data: dict[str, object] = {"model": self.model_key}
         if not self._own_service:
             data["base_url"] = redact_text(self.base_url, self.secrets)
         if self.prices is not None:

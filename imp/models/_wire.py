@@ -10,8 +10,12 @@ from imp._json import loads
 from imp.records import UnreadArguments
 
 __all__ = [
+    "JSONObject",
+    "count_of",
     "finish_reason",
     "forces_tool",
+    "list_of",
+    "mapping_of",
     "parse_arguments",
     "tool_choice_mode",
     "tool_choice_name",
@@ -36,6 +40,27 @@ _FINISH = {
     "refusal": "content_filter",
     "error": "error",
 }
+
+
+JSONObject = Mapping[str, object]
+"""A JSON object as a server sent it: every value is read with a type check (`mapping_of`, ...)."""
+
+
+def mapping_of(value: object) -> JSONObject:
+    """`value` when it is a JSON object, else an empty one (a field of the wrong shape reads as absent)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def list_of(value: object) -> list[object]:
+    """`value` when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def count_of(value: object) -> int:
+    """A token count: an integer (or a whole float) >= 0, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return 0
+    return max(int(value), 0)
 
 
 def finish_reason(raw: object, *, has_calls: bool) -> str:

@@ -18,7 +18,7 @@ from imp.models._anthropic_cache import EXTENDED_TTL_BETA, check_prompt_cache, m
 from imp.models._http import HTTPLM, StreamState
 from imp.models._options import AnthropicOptions, Options
 from imp.models._sse import SSEEvent
-from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
+from imp.models._wire import JSONObject, finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
 from imp.models.base import LMCapabilities, LMResponse, StreamEvent
 from imp.models.errors import error_from_payload
 from imp.records import Message, ToolCall, Usage
@@ -68,9 +68,9 @@ class AnthropicLM(HTTPLM):
         if fmt is not None and _schema_format(fmt) is None:
             raise ValueError("anthropic takes response_format only as {'type': 'json_schema', ...}")
 
-    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, Any]:
+    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, object]:
         system, wire = _wire_messages(messages)
-        body: dict[str, Any] = {"model": self.model, "max_tokens": options.get("max_tokens", DEFAULT_MAX_TOKENS)}
+        body: dict[str, object] = {"model": self.model, "max_tokens": options.get("max_tokens", DEFAULT_MAX_TOKENS)}
         if system:
             body["system"] = system
         body["messages"] = wire
@@ -110,7 +110,7 @@ class AnthropicLM(HTTPLM):
             )
         texts: list[str] = []
         thoughts: list[str] = []
-        blocks: list[dict[str, Any]] = []
+        blocks: list[dict[str, object]] = []
         calls: list[ToolCall] = []
         for block in body["content"]:
             kind = block.get("type")
@@ -162,7 +162,7 @@ def _text_of(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _blocks(content: Any) -> list[dict[str, Any]]:
+def _blocks(content: Any) -> list[dict[str, object]]:
     if content is None or content == "":
         return []
     if isinstance(content, str):
@@ -172,11 +172,11 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [{"type": "text", "text": str(content)}]
 
 
-def _tool_use(call: Any, index: int) -> dict[str, Any]:
+def _tool_use(call: Any, index: int) -> dict[str, object]:
     if isinstance(call, ToolCall):
         return {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
     fn = call.get("function")
-    source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else call
+    source: JSONObject = fn if isinstance(fn, Mapping) else call
     return {
         "type": "tool_use",
         "id": str(call.get("id") or f"call_{index}"),
@@ -185,18 +185,23 @@ def _tool_use(call: Any, index: int) -> dict[str, Any]:
     }
 
 
-def _wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+def _id_of(block: JSONObject) -> str | None:
+    found = block.get("id")
+    return found if isinstance(found, str) else None
+
+
+def _wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, object]]]:
     """The top-level system text and the alternating user/assistant messages (names left out)."""
     system: list[str] = []
-    wire: list[dict[str, Any]] = []
+    turns: list[tuple[str, list[dict[str, object]]]] = []
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+    def add(role: str, blocks: list[dict[str, object]]) -> None:
         if not blocks:
             return
-        if wire and wire[-1]["role"] == role:  # Anthropic wants roles to alternate: merge neighbours
-            wire[-1]["content"].extend(blocks)
+        if turns and turns[-1][0] == role:  # Anthropic wants roles to alternate: merge neighbours
+            turns[-1][1].extend(blocks)
         else:
-            wire.append({"role": role, "content": blocks})
+            turns.append((role, blocks))
 
     for message in messages:
         role = message.get("role")
@@ -204,7 +209,7 @@ def _wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any
         if role in ("system", "developer"):
             system.append(_text_of(content))
         elif role == "tool":
-            result: dict[str, Any] = {
+            result: dict[str, object] = {
                 "type": "tool_result",
                 "tool_use_id": str(message.get("tool_call_id") or ""),
                 "content": _text_of(content),
@@ -213,7 +218,7 @@ def _wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any
                 result["is_error"] = True
             add("user", [result])
         elif role == "assistant":
-            blocks: list[dict[str, Any]] = []
+            blocks: list[dict[str, object]] = []
             data = message.get("reasoning_data")
             if isinstance(data, list):
                 blocks.extend(dict(b) for b in data if isinstance(b, Mapping) and b.get("type") in _THINKING_BLOCKS)
@@ -222,27 +227,28 @@ def _wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any
             add("assistant", blocks)
         else:
             add("user", _blocks(content))
+    wire: list[dict[str, object]] = [{"role": role, "content": blocks} for role, blocks in turns]
     return "\n\n".join(s for s in system if s), wire
 
 
-def _wire_tool(tool: Any) -> dict[str, Any]:
+def _wire_tool(tool: Any) -> dict[str, object]:
     if not isinstance(tool, Mapping):
         raise TypeError(f"a tool is a JSON schema mapping, got {type(tool).__name__}")
     fn = tool.get("function") if tool.get("type") == "function" else None
-    spec: Mapping[str, Any] = fn if isinstance(fn, Mapping) else tool
-    out: dict[str, Any] = {"name": spec["name"]}
+    spec: JSONObject = fn if isinstance(fn, Mapping) else tool
+    out: dict[str, object] = {"name": spec["name"]}
     if spec.get("description") is not None:
         out["description"] = spec["description"]
     out["input_schema"] = spec.get("parameters") or spec.get("input_schema") or {"type": "object", "properties": {}}
     return out
 
 
-def _wire_tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
+def _wire_tool_choice(choice: Any, parallel: Any) -> dict[str, object] | None:
     """Anthropic's `tool_choice` object; `parallel_tool_calls=False` rides on it as
     `disable_parallel_tool_use` (Anthropic has no top-level field for it)."""
     if choice is None and parallel is None:
         return None
-    wire: dict[str, Any]
+    wire: dict[str, object]
     mode = "auto" if choice is None else tool_choice_mode(choice)
     if mode == "named":
         wire = {"type": "tool", "name": tool_choice_name(choice)}
@@ -273,7 +279,7 @@ def _usage(raw: Any) -> Usage:
 class _Block:
     __slots__ = ("data", "kind", "parts", "tool_index")
 
-    def __init__(self, start: Mapping[str, Any], tool_index: int | None) -> None:
+    def __init__(self, start: JSONObject, tool_index: int | None) -> None:
         self.kind = str(start.get("type", ""))
         self.data = dict(start)
         self.parts: list[str] = []
@@ -289,7 +295,7 @@ class _AnthropicStream(StreamState):
         self._request_id = request_id
         self._blocks: dict[int, _Block] = {}
         self._tools = 0
-        self._usage: dict[str, Any] = {}
+        self._usage: dict[str, object] = {}
         self._stop_reason: str | None = None
         self._model: str | None = None
         self._done = False
@@ -320,7 +326,7 @@ class _AnthropicStream(StreamState):
             self._done = True
         return []
 
-    def _start(self, index: int, start: Mapping[str, Any]) -> list[StreamEvent]:
+    def _start(self, index: int, start: JSONObject) -> list[StreamEvent]:
         tool_index = None
         if start.get("type") == "tool_use":
             tool_index = self._tools
@@ -332,7 +338,7 @@ class _AnthropicStream(StreamState):
                     kind="tool_call",
                     index=tool_index,
                     tool_name=str(start.get("name", "")),
-                    tool_call_id=start.get("id"),
+                    tool_call_id=_id_of(start),
                 )
             ]
         if block.kind == "text" and start.get("text"):
@@ -340,7 +346,7 @@ class _AnthropicStream(StreamState):
             return [StreamEvent(kind="text", delta=str(start["text"]))]
         return []
 
-    def _delta(self, index: int, delta: Mapping[str, Any]) -> list[StreamEvent]:
+    def _delta(self, index: int, delta: JSONObject) -> list[StreamEvent]:
         block = self._blocks.get(index)
         if block is None:
             block = self._blocks[index] = _Block({"type": "text"}, None)
@@ -358,9 +364,7 @@ class _AnthropicStream(StreamState):
         elif kind == "input_json_delta":
             piece = str(delta.get("partial_json", ""))
             block.parts.append(piece)
-            return [
-                StreamEvent(kind="tool_call", delta=piece, index=block.tool_index, tool_call_id=block.data.get("id"))
-            ]
+            return [StreamEvent(kind="tool_call", delta=piece, index=block.tool_index, tool_call_id=_id_of(block.data))]
         return []
 
     def finish(self) -> LMResponse:
@@ -373,7 +377,7 @@ class _AnthropicStream(StreamState):
             )
         texts: list[str] = []
         thoughts: list[str] = []
-        reasoning_blocks: list[dict[str, Any]] = []
+        reasoning_blocks: list[dict[str, object]] = []
         calls: list[ToolCall] = []
         for _, block in sorted(self._blocks.items()):
             joined = "".join(block.parts)

@@ -76,9 +76,9 @@ class OpenAIResponsesLM(HTTPLM):
                         'reasoning_effort="none" on a model that can answer without reasoning'
                     )
 
-    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, Any]:
+    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, object]:
         instructions, items = input_items(messages)
-        body: dict[str, Any] = {"model": self.model}
+        body: dict[str, object] = {"model": self.model}
         if instructions:
             body["instructions"] = instructions
         body["input"] = items
@@ -97,7 +97,7 @@ class OpenAIResponsesLM(HTTPLM):
         fmt = text_format(options.get("response_format"))
         if fmt is not None:
             body["text"] = {"format": fmt}
-        reasoning: dict[str, Any] = {}
+        reasoning: dict[str, object] = {}
         if "reasoning_effort" in options:
             reasoning["effort"] = options["reasoning_effort"]
         if "reasoning_summary" in options:
