@@ -20,6 +20,7 @@ LAYERS = [
     "imp.errors",
     "imp._annotation",
     "imp._typeparse",
+    "imp._field_names",
     "imp.signature",
     "imp.values",
     "imp.history",

@@ -45,7 +45,7 @@ SIG = imp.signature("q -> answer: str, count: int, data: list[Any], obj: dict[st
 def _items_sig() -> imp.Signature:
     class Sig(imp.Signature):
         q: str = imp.InputField()
-        items: list[Item] = imp.OutputField()
+        entries: list[Item] = imp.OutputField()
         note: str | None = imp.OutputField()
 
     return Sig
