@@ -202,6 +202,8 @@ class Transport:
         """A function that makes the client: called once per event loop, like imp's own pool."""
         self._client: object = None if self._factory is not None else http_client
         self._owns_client = self._client is None
+        self._given = http_client is not None
+        """The user gave the client (or the function that makes it): its transport is theirs."""
         self._backend = backend or backend_name(self._client)
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -302,6 +304,8 @@ class Transport:
         except Exception as exc:
             if isinstance(exc, self._lib().TransportError):
                 raise self.failure(exc, sent=True) from None
+            if self._given:  # the user's transport failing in a way of its own: not imp's bug to show raw
+                raise HTTPFailure("client", f"the http_client failed: {type(exc).__name__}: {exc}", sent=True) from None
             raise
         return response
 

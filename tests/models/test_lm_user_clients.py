@@ -95,6 +95,26 @@ def test_a_client_that_fails_in_its_own_way_is_an_lm_error() -> None:
         imp.call_sync(imp.predict("q -> a", lm=lm), q="x")
 
 
+class _OwnError(Exception):
+    """What a user's own transport (a signing proxy, a test double) may raise."""
+
+
+@pytest.mark.parametrize("error", [ValueError("bad header"), _OwnError("signing failed"), KeyError("region")])
+@pytest.mark.parametrize("given", ["client", "function"])
+def test_whatever_a_users_transport_raises_is_an_lm_error(error: Exception, given: str) -> None:
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise error
+
+    def make() -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.MockTransport(broken))
+
+    lm = imp.lm("openai:m", api_key="sk-x", http_client=make() if given == "client" else make, max_retries=2)
+    with pytest.raises(imp.LMError) as info:
+        imp.call_sync(imp.predict("q -> a", lm=lm), q="x")
+    assert info.value.code == "http_client" and type(error).__name__ in str(info.value)
+    assert not info.value.retryable and info.value.attempts == 1
+
+
 def test_the_client_class_itself_makes_one_per_loop(fake: FakeProvider) -> None:
     fake.responder = lambda request: Reply(200, json=ANSWER)
     program = imp.predict("q -> a", lm=imp.lm("openai:m", base_url=fake.base_url, http_client=httpx.AsyncClient))
