@@ -3,7 +3,8 @@
 The key rule: a key given as `api_key=` goes wherever the LM sends; a key read from the
 environment (`OPENAI_API_KEY`, ...) goes only to the provider's own service, its default
 `base_url`. A local server, a proxy or an endpoint read from a saved file never receives it unless
-it is passed as `api_key=` (or in `headers=`).
+it is passed as `api_key=` (or in `headers=`): `imp.load(..., trust_endpoint=)` passes it so for the
+endpoint the caller trusted.
 
 Every credential given, however it is given (`api_key=`; a header such as `Authorization`,
 `api-key` or `x-api-key`; the userinfo or a `?key=` of `base_url`; a secret-named field of
