@@ -129,6 +129,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/stream_limits.py
 	$(BENCH_VENV)/bin/python benchmarks/optimize.py
 	$(BENCH_VENV)/bin/python benchmarks/parse_limits.py
+	$(BENCH_VENV)/bin/python benchmarks/media_memory.py
 
 # Re-pin the lock files from pyproject.toml (needs the registry).
 lock:

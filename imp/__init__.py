@@ -28,6 +28,7 @@ from imp.errors import (
     InvalidInputError,
     InvalidResponse,
     LMError,
+    MediaRefused,
     MissingInputError,
     NotFound,
     ProviderUnavailable,
@@ -41,6 +42,7 @@ from imp.errors import (
     UnsupportedOption,
 )
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
+from imp.media import Audio, File, Image
 from imp.models import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
 
 if TYPE_CHECKING:
@@ -122,6 +124,7 @@ __all__ = [
     "Adapter",
     "AdapterParseError",
     "Allow",
+    "Audio",
     "AuthenticationError",
     "BadRequest",
     "BootstrapFewShot",
@@ -141,10 +144,12 @@ __all__ = [
     "Example",
     "ExecutionCancelled",
     "Field",
+    "File",
     "Finish",
     "FunctionProgram",
     "GEPA",
     "History",
+    "Image",
     "ImpError",
     "InputField",
     "InvalidInputError",
@@ -156,6 +161,7 @@ __all__ = [
     "LMResponse",
     "LabeledFewShot",
     "LoadError",
+    "MediaRefused",
     "MissingInputError",
     "NotFound",
     "OptimizationResult",

@@ -3,6 +3,7 @@
     ImpError
     ├── SignatureError (ValueError) ········ a signature that cannot be built
     ├── MissingInputError (ValueError) ····· a required input was not given
+    ├── MediaRefused (ValueError) ·········· an image, audio or document the provider cannot take
     ├── AdapterParseError ·················· a reply that does not fit the output fields
     ├── DeadlineExceeded (TimeoutError) ···· the current `imp.deadline` passed
     ├── ReActStepError ····················· the last request of a ReAct turn failed
@@ -57,6 +58,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidResponse",
     "LMError",
+    "MediaRefused",
     "MissingInputError",
     "NotFound",
     "ProviderUnavailable",
@@ -131,6 +133,20 @@ def reply_excerpt(completion: str | Mapping[str, Any] | None, limit: int = EXCER
         tail = limit - head
         return f"{text[:head]!r} [... {len(text) - limit:,} characters left out ...] {text[-tail:]!r}"
     return repr(text)
+
+
+class MediaRefused(ImpError, ValueError):
+    """A media value the provider or model cannot take (its kind, type, size or source), refused
+    before sending. The message names where the value stands (the input `photo`, a tool's result),
+    the provider, and the limit; the value itself shows only as its short description."""
+
+    def __init__(self, reason: str, *, provider: str, origin: str | None = None, media: Any = None) -> None:
+        self.reason = reason
+        self.provider = provider
+        self.origin = origin
+        self.media = media
+        where = f"{origin}: " if origin else ""
+        super().__init__(f"{where}{reason}")
 
 
 class AdapterParseError(ImpError):

@@ -16,6 +16,8 @@ LAYERS = [
     "imp._json",
     "imp._redact",
     "imp._frozen",
+    "imp._sniff",
+    "imp.media",
     "imp.records",
     "imp.errors",
     "imp._annotation",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import json
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -36,11 +35,20 @@ from imp.errors import (
 from imp.models._credentials import Credentials
 from imp.models._gate import RequestGate, request_gate
 from imp.models._log import log_retry, log_step_down
+from imp.models._media_wire import encode_body
 from imp.models._options import ChatOptions, Defaults, Options, check_client_settings, check_options
 from imp.models._prices import Prices, as_prices, priced
 from imp.models._stepdown import StepDowns
 from imp.models._stream import EmptyStream, StreamReader, StreamState, as_deltas, malformed, read_json
-from imp.models._transport import BodyTooLarge, HTTPFailure, Response, Transport, backend_name, check_http_client
+from imp.models._transport import (
+    Body,
+    BodyTooLarge,
+    HTTPFailure,
+    Response,
+    Transport,
+    backend_name,
+    check_http_client,
+)
 from imp.models._wire import forces_tool
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
 from imp.models.cache import ResponseCache, cache_key, resolve_cache
@@ -352,7 +360,7 @@ class HTTPLM(LM):
     ) -> _Sent:
         """One request's body, sent with retries (or answered from the cache when read whole)."""
         body = self.build_body(messages, options, stream=stack is not None)
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        content = encode_body(body)  # bytes, or a body that streams its media's base64 as it is sent
         headers = self._headers(options)
         if stack is not None:
             headers["accept"] = "text/event-stream"
@@ -374,7 +382,7 @@ class HTTPLM(LM):
 
     async def _attempt(
         self,
-        content: bytes,
+        content: Body,
         headers: Mapping[str, str],
         options: Options,
         *,

@@ -25,9 +25,13 @@ from typing import Literal, Protocol
 
 import anyio.lowlevel
 
+from imp.models._media_wire import StreamedBody
 from imp.models.errors import safe_url
 
-__all__ = ["BodyTooLarge", "HTTPFailure", "Response", "Transport", "backend_name", "check_http_client"]
+__all__ = ["Body", "BodyTooLarge", "HTTPFailure", "Response", "Transport", "backend_name", "check_http_client"]
+
+Body = bytes | StreamedBody
+"""A request body: bytes, or a body that streams its media's base64 as it is sent."""
 
 FailureKind = Literal["connect", "timeout", "read", "protocol", "client"]
 """`client`: the `http_client` a user gave cannot send (closed, or failing in a way of its own)."""
@@ -287,9 +291,11 @@ class Transport:
             kind = "protocol"
         return HTTPFailure(kind, f"{type(exc).__name__}: {exc}".rstrip(": "), sent=sent)
 
-    async def send(self, url: str, content: bytes, headers: Mapping[str, str], cap: float | None) -> Response:
+    async def send(self, url: str, content: Body, headers: Mapping[str, str], cap: float | None) -> Response:
         """POST a body and open the response at its headers; the caller closes it (`Response.aclose`)."""
         client = self._get_client()
+        if not isinstance(content, bytes):  # its exact length, or the library would send it chunked
+            headers = {**headers, "content-length": str(len(content))}
         request = client.build_request(  # type: ignore[attr-defined]
             "POST", url, content=content, headers=headers, timeout=self._timeout(cap)
         )

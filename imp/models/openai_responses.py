@@ -17,6 +17,7 @@ from typing import Any, Final, get_args
 from imp.errors import InvalidResponse
 from imp.models._http import HTTPLM, StreamState
 from imp.models._options import Options, ReasoningSummary, ResponsesOptions
+from imp.models._responses_content import ResponsesContent
 from imp.models._responses_output import read_output, to_response
 from imp.models._responses_stream import ResponsesStream
 from imp.models._responses_wire import input_items, text_format, wire_tool, wire_tool_choice
@@ -77,7 +78,7 @@ class OpenAIResponsesLM(HTTPLM):
                     )
 
     def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, object]:
-        instructions, items = input_items(messages)
+        instructions, items = input_items(messages, ResponsesContent(self))
         body: dict[str, object] = {"model": self.model}
         if instructions:
             body["instructions"] = instructions
