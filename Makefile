@@ -126,6 +126,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/deadline.py
 	$(BENCH_VENV)/bin/python benchmarks/evaluate.py
 	$(BENCH_VENV)/bin/python benchmarks/stream_ttft.py
+	$(BENCH_VENV)/bin/python benchmarks/stream_limits.py
 	$(BENCH_VENV)/bin/python benchmarks/optimize.py
 	$(BENCH_VENV)/bin/python benchmarks/parse_limits.py
 	$(BENCH_VENV)/bin/python benchmarks/media_memory.py
