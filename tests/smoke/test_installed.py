@@ -1,0 +1,196 @@
+"""imp as users install it: the built wheel in clean virtual environments, used from outside the checkout.
+
+`make smoke` runs this (it is marked `smoke`, so `make test` leaves it out). For each supported Python
+the machine has: `import imp` and its version, `python -m imp.trace --help`, every docs page's examples
+(the README's too) in an environment holding only that page's install line, each extra of
+pyproject.toml installed alone and used once (tests/smoke/extras/use_<extra>.py), and mypy on a user's
+file (the wheel's py.typed). The same again with the lowest versions pyproject.toml allows, on the
+oldest supported Python.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from doc_blocks import expand_includes, install_line, python_blocks
+from smoke_support import (
+    PROJECT,
+    PYTHONS,
+    ROOT,
+    SUPPORTED,
+    USER_EXTRAS,
+    Dist,
+    Environments,
+    clean_env,
+    run,
+)
+
+pytestmark = pytest.mark.smoke
+
+HERE = Path(__file__).resolve().parent
+EXTRAS = HERE / "extras"
+PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+OLDEST = SUPPORTED[0]
+
+
+def _page_id(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def _own_packages_only(page: Path) -> bool:
+    """An install line of imp (and its extras) alone: the lowest bounds are pyproject's to keep."""
+    requirements = install_line(page.read_text(encoding="utf-8")) or []
+    return len(requirements) == 1
+
+
+def _python(minor: str) -> str:
+    python = PYTHONS.get(minor)
+    if python is None:
+        pytest.skip(f"Python {minor} is not on this machine (IMP_SMOKE_PYTHONS names interpreters)")
+    return python
+
+
+def test_every_supported_python_is_here() -> None:
+    """CI's machine has every Python the package claims; a missing one is said, not silently skipped."""
+    claimed = sorted(
+        c.rsplit(":: ", 1)[1]
+        for c in PROJECT["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    )
+    assert claimed == list(SUPPORTED)
+    assert PROJECT["requires-python"] == f">={SUPPORTED[0]}"
+    assert sorted(PYTHONS) == list(SUPPORTED), f"found only {PYTHONS}"
+
+
+def test_the_wheel_and_the_sdist_hold_the_package(dist: Dist) -> None:
+    sources = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "imp").rglob("*.py"))
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        names = set(wheel.namelist())
+        metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    missing = [s for s in [*sources, "imp/py.typed"] if s not in names]
+    assert not missing, f"the wheel lacks {missing}"
+    assert not [n for n in names if n.split("/")[0] in ("tests", "docs", "examples", "benchmarks")]
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    for field in (
+        f"Version: {PROJECT['version']}",
+        "License-Expression: MIT",
+        f"Requires-Python: {PROJECT['requires-python']}",
+        "Project-URL: Documentation, ",
+        "Project-URL: Changelog, ",
+        "Classifier: Typing :: Typed",
+        *(f"Classifier: Programming Language :: Python :: {minor}" for minor in SUPPORTED),
+        *(f"Provides-Extra: {extra}" for extra in USER_EXTRAS),
+    ):
+        assert field in metadata, f"the wheel's METADATA lacks {field!r}"
+    with tarfile.open(dist.sdist) as sdist:
+        held = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    for needed in ["pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", *sources, "imp/py.typed"]:
+        assert needed in held, f"the sdist lacks {needed}"
+    assert not [n for n in held if n.startswith("tests/")], "the sdist holds part of the tests"
+
+
+@pytest.mark.parametrize("lowest", [False, True], ids=["current", "lowest"])
+@pytest.mark.parametrize("minor", SUPPORTED)
+def test_import_version_and_the_trace_command(
+    minor: str, lowest: bool, environments: Environments, outside: Path
+) -> None:
+    if lowest and minor != OLDEST:
+        pytest.skip("the lowest bounds run on the oldest supported Python")
+    python = environments.get(_python(minor), ["imp"], lowest=lowest)
+    shown = run([str(python), "-c", "import imp; print(imp.__version__, imp.__file__)"], cwd=outside).stdout.split()
+    assert shown[0] == PROJECT["version"]
+    assert "site-packages" in shown[1], f"imp was imported from {shown[1]}, not the installed wheel"
+    helped = run([str(python), "-m", "imp.trace", "--help"], cwd=outside).stdout
+    assert "usage:" in helped
+
+
+def _run_page(python: Path, page: Path, outside: Path) -> str:
+    text = expand_includes(page.read_text(encoding="utf-8"), ROOT)  # the site shows the included files inline
+    (outside / page.name).write_text(text, encoding="utf-8")
+    shutil.copy(ROOT / "tests" / "doc_blocks.py", outside / "doc_blocks.py")
+    return run([str(python), "doc_blocks.py", page.name], cwd=outside, timeout=1200).stdout
+
+
+@pytest.mark.parametrize("lowest", [False, True], ids=["current", "lowest"])
+@pytest.mark.parametrize("minor", SUPPORTED)
+@pytest.mark.parametrize("page", PAGES, ids=_page_id)
+def test_a_page_runs_with_only_its_install_line(
+    page: Path, minor: str, lowest: bool, environments: Environments, outside: Path
+) -> None:
+    if lowest and (minor != OLDEST or not _own_packages_only(page)):
+        pytest.skip("the lowest bounds run on the oldest Python, for pages that install imp alone")
+    requirements = install_line(page.read_text(encoding="utf-8"))
+    assert requirements, f"{_page_id(page)} states no install line (tests/test_docs.py says how)"
+    python = environments.get(_python(minor), requirements, lowest=lowest)
+    printed = _run_page(python, page, outside)
+    blocks = [b for b in python_blocks(page.read_text(encoding="utf-8")) if b.title is None and b.run]
+    assert f"{len(blocks)} of" in printed, f"not every block ran (a needs- block skipped?): {printed}"
+
+
+@pytest.mark.parametrize("lowest", [False, True], ids=["current", "lowest"])
+@pytest.mark.parametrize("minor", SUPPORTED)
+@pytest.mark.parametrize("extra", sorted(USER_EXTRAS))
+def test_an_extra_installs_alone_and_works(
+    extra: str, minor: str, lowest: bool, environments: Environments, outside: Path
+) -> None:
+    if lowest and minor != OLDEST:
+        pytest.skip("the lowest bounds run on the oldest supported Python")
+    snippet = EXTRAS / f"use_{extra}.py"
+    assert snippet.is_file(), (
+        f"pyproject.toml declares the extra {extra!r} but the smoke suite has no snippet for it: add "
+        f"tests/smoke/extras/use_{extra}.py, which imports the extra's module, uses it once and prints ok"
+    )
+    python = environments.get(_python(minor), [f"imp[{extra}]"], lowest=lowest)
+    shutil.copy(snippet, outside / snippet.name)
+    printed = run([str(python), snippet.name], cwd=outside, timeout=600).stdout
+    assert printed.strip().endswith("ok"), printed
+
+
+USER_FILE = """
+import imp
+
+
+async def answer(question: str) -> str:
+    program = imp.predict("question -> answer", lm=imp.ScriptedLM([{"answer": "4"}]))
+    with imp.deadline(5):
+        prediction = await imp.call(program, question=question)
+    return str(prediction.answer)
+
+
+version: str = imp.__version__
+"""
+
+WRONG_FILE = """
+import imp
+
+imp.deadline("five seconds")
+"""
+
+
+@pytest.mark.parametrize("minor", SUPPORTED)
+def test_a_users_mypy_reads_imps_types(minor: str, environments: Environments, outside: Path) -> None:
+    python = environments.get(_python(minor), ["imp", "mypy"])
+    (outside / "user.py").write_text(USER_FILE, encoding="utf-8")
+    (outside / "wrong.py").write_text(WRONG_FILE, encoding="utf-8")
+    checked = run([str(python), "-m", "mypy", "--strict", "--no-incremental", "user.py"], cwd=outside).stdout
+    assert "Success" in checked, checked
+    wrong = subprocess.run(
+        [str(python), "-m", "mypy", "--strict", "--no-incremental", "wrong.py"],
+        cwd=outside,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    # imp's own annotations reach the user (py.typed): a wrong argument type is caught, and no
+    # "missing library stubs or py.typed marker" error stands in for it
+    assert wrong.returncode == 1 and 'Argument 1 to "deadline" has incompatible type "str"' in wrong.stdout, (
+        wrong.stdout
+    )
+    assert "py.typed" not in wrong.stdout
