@@ -285,9 +285,12 @@ def test_a_module_behind_an_extra_names_it_when_missing(module: str, extra: str)
 
 
 def test_import_imp_needs_no_extra_nor_test_package() -> None:
-    """With every extra hidden, and the test tools that happen to be in the lock (sniffio, trio), `import imp`,
-    its lazily loaded rooms and a streamed call work."""
-    hidden = set(extra_modules()) | {"sniffio", "trio", "hypothesis", "pytest"}
+    """With every extra hidden, and the test tools that happen to be in the lock (trio; sniffio too where
+    anyio does not need it), `import imp`, its lazily loaded rooms and a streamed call work."""
+    hidden = set(extra_modules()) | {"trio", "hypothesis", "pytest"}
+    anyio_needs = [r for r in importlib.metadata.requires("anyio") or [] if "extra ==" not in r]
+    if not any(requirement_name(r) == "sniffio" for r in anyio_needs):
+        hidden.add("sniffio")  # older anyio releases (4.11, the lowest allowed) still import it themselves
     result = _run_hidden(
         hidden,
         """
