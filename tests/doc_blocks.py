@@ -235,7 +235,8 @@ def main(argv: list[str]) -> int:
         print(failed, file=sys.stderr)
         return 1
     ran = [b for b in blocks if b.title is None and b.run and all(installed(p) for p in b.needs)]
-    print(f"{args.page.name}: {len(ran)} of {len(blocks)} blocks ran")
+    saved = [b for b in blocks if b.title is not None]
+    print(f"{args.page.name}: {len(ran)} blocks ran, {len(saved)} files saved")
     return 0
 
 

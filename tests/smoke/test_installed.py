@@ -130,7 +130,7 @@ def test_a_page_runs_with_only_its_install_line(
     python = environments.get(_python(minor), requirements, lowest=lowest)
     printed = _run_page(python, page, outside)
     blocks = [b for b in python_blocks(page.read_text(encoding="utf-8")) if b.title is None and b.run]
-    assert f"{len(blocks)} of" in printed, f"not every block ran (a needs- block skipped?): {printed}"
+    assert f": {len(blocks)} blocks ran" in printed, f"not every block ran (a needs- block skipped?): {printed}"
 
 
 @pytest.mark.parametrize("lowest", [False, True], ids=["current", "lowest"])
