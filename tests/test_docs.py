@@ -18,6 +18,7 @@ page in a fresh virtual environment holding only that line. The reader is tests/
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -118,7 +119,7 @@ def test_every_page_states_its_install_line(path: Path) -> None:
 
 def test_page_imports_are_covered_by_their_install_line() -> None:
     """A page importing a package beyond imp's dependencies names it (or the extra that brings it)."""
-    from test_declared_imports import core_modules, extra_modules, import_names, requirement_name
+    from test_declared_imports import core_modules, extra_modules, extra_provides, import_names, requirement_name
 
     core, extras = set(core_modules()) | {"pydantic_core"}, extra_modules()
     wrong = []
@@ -129,6 +130,9 @@ def test_page_imports_are_covered_by_their_install_line() -> None:
         named = {module for r in requirements[1:] for module in import_names(requirement_name(r))}
         blocks = python_blocks(text)
         named |= {Path(block.title).stem for block in blocks if block.title}  # the files the page saves
+        named |= set(re.findall(r"(\w+)\.py\b", text))  # the modules the page writes itself
+        for extra in named_extras:
+            named |= extra_provides(extra)
         for block in blocks:
             if not block.run or block.title:
                 continue
