@@ -148,6 +148,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/evaluate.py
 	$(BENCH_VENV)/bin/python benchmarks/stream_ttft.py
 	$(BENCH_VENV)/bin/python benchmarks/optimize.py
+	$(BENCH_VENV)/bin/python benchmarks/parse_limits.py
 
 # Re-pin the lock files from pyproject.toml (needs the registry).
 lock:

@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from imp._json import ParseLimits
 from imp.adapters import (
     Adapter,
     ChatAdapter,
@@ -169,6 +170,7 @@ __all__ = [
     "NotFound",
     "OptimizationResult",
     "OutputField",
+    "ParseLimits",
     "Predict",
     "Prediction",
     "PredictionMetadata",
