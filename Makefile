@@ -82,18 +82,19 @@ test-ray: $(RAY_STAMP)
 # The installed-package smoke suite (tests/smoke/): the sdist and wheel built, the wheel installed into
 # clean virtual environments with no lock file on every supported Python found (3.12, 3.13), each docs
 # page run with only its own install line, each extra alone, mypy on a user's file, and the same with
-# the lowest versions pyproject.toml allows. Needs the registry (pip installs into fresh environments).
+# the lowest versions pyproject.toml allows. uv makes the environments (from its cache after the first
+# run; the first one needs the registry).
 smoke: $(STAMP)
 	$(PY) -m pytest -m smoke tests/smoke
 
 # The documentation site: mkdocs-material and mkdocstrings in their own environment and lock, built
 # strictly into build/site, then checked (every public name in the API reference, the pages rendered
 # in headless Chromium with their navigation: make browser installs it).
+# uv (from .venv's lock) makes the venv and installs the lock: seconds from its cache, where pip takes a minute.
 DOCS_VENV := .venv-docs
-$(DOCS_VENV)/.installed: requirements-docs.lock
-	@test -n "$(PYTHON)" || { echo "imp needs Python >= 3.12; none was found on PATH or under ~/.pyenv" >&2; exit 1; }
-	@test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
-	$(DOCS_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -r requirements-docs.lock
+$(DOCS_VENV)/.installed: $(STAMP) requirements-docs.lock
+	@test -x $(DOCS_VENV)/bin/python || $(VENV)/bin/uv venv --quiet --python $(PY) $(DOCS_VENV)
+	$(VENV)/bin/uv pip install --quiet --python $(DOCS_VENV)/bin/python -r requirements-docs.lock
 	@touch $@
 
 docs: $(STAMP) $(DOCS_VENV)/.installed

@@ -3,6 +3,7 @@ the installed-package smoke suite (tests/smoke/), standard library only, so it a
 in a clean virtual environment that holds nothing but a page's own install line:
 
     python doc_blocks.py PAGE.md [--root DIR]   # runs the page's blocks in order; exit 1 on the first failure
+    python doc_blocks.py A.md B.md --report r.json   # each page in turn, in its own folder; results as JSON
 
 The page conventions:
 
@@ -220,24 +221,52 @@ def _run_blocks(
             )
 
 
-def main(argv: list[str]) -> int:
-    """`python doc_blocks.py PAGE.md [--root DIR]`: run the page with the working directory as its folder."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="doc_blocks.py", description="Run a Markdown page's python blocks.")
-    parser.add_argument("page", type=Path)
-    parser.add_argument("--root", type=Path, default=Path.cwd(), help="where include paths start (default: .)")
-    args = parser.parse_args(argv)
-    blocks = python_blocks(args.page.read_text(encoding="utf-8"))
+def run_one(page: Path, *, root: Path) -> dict[str, object]:
+    """Run one page with the working directory as its folder: {"ok", "ran", "saved"} or {"ok", "error"}."""
+    blocks = python_blocks(page.read_text(encoding="utf-8"))
     try:
-        run_page(args.page, name=args.page.name, root=args.root, workdir=Path.cwd())
+        run_page(page, name=page.name, root=root, workdir=Path.cwd())
     except PageFailed as failed:
-        print(failed, file=sys.stderr)
-        return 1
+        return {"ok": False, "error": str(failed)}
+    except SystemExit:  # a block calling sys.exit is the page's failure, not the end of the other pages
+        return {"ok": False, "error": f"{page.name}: a block called sys.exit:\n{traceback.format_exc()}"}
     ran = [b for b in blocks if b.title is None and b.run and all(installed(p) for p in b.needs)]
     saved = [b for b in blocks if b.title is not None]
-    print(f"{args.page.name}: {len(ran)} blocks ran, {len(saved)} files saved")
-    return 0
+    return {"ok": True, "ran": len(ran), "saved": len(saved)}
+
+
+def main(argv: list[str]) -> int:
+    """`python doc_blocks.py PAGE.md... [--root DIR] [--report FILE]`: run each page in turn, from the
+    folder it is in (its saved files go there), each in a fresh namespace; print one line per page, and
+    with --report write every page's result as JSON (the smoke suite runs an environment's pages in one
+    process this way). Exit 1 if a page failed."""
+    import argparse
+    import json
+    import os
+
+    parser = argparse.ArgumentParser(prog="doc_blocks.py", description="Run Markdown pages' python blocks.")
+    parser.add_argument("pages", type=Path, nargs="+")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="where include paths start (default: .)")
+    parser.add_argument("--report", type=Path, help="write each page's result here, as JSON")
+    args = parser.parse_args(argv)
+    root, report = args.root.resolve(), args.report.resolve() if args.report else None
+    here = Path.cwd()
+    results: dict[str, dict[str, object]] = {}
+    for page in args.pages:
+        page = page.resolve()
+        os.chdir(page.parent)
+        try:
+            result = run_one(page, root=root)
+        finally:
+            os.chdir(here)
+        results[str(page)] = result
+        if result["ok"]:
+            print(f"{page.name}: {result['ran']} blocks ran, {result['saved']} files saved", flush=True)
+        else:
+            print(result["error"], file=sys.stderr, flush=True)
+    if report is not None:
+        report.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    return 0 if all(r["ok"] for r in results.values()) else 1
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ ONLY_WHEN_RUNNING = {
 IMPORT_NAMES = {
     "agent-client-protocol": ("acp",),
     "ag-ui-protocol": ("ag_ui",),
-    "json-repair": ("json_repair",),
     "opentelemetry-api": ("opentelemetry",),
     "opentelemetry-sdk": ("opentelemetry",),
 }
