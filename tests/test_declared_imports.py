@@ -12,6 +12,7 @@ for real: each extra installed alone into a clean virtual environment.)
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import re
 import subprocess
@@ -54,11 +55,17 @@ def requirement_name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", match.group()).lower()
 
 
+@functools.cache
+def _installed_modules() -> dict[str, list[str]]:
+    """Top-level module -> the distributions installing it (read once: it reads every distribution's files)."""
+    return importlib.metadata.packages_distributions()
+
+
 def import_names(distribution: str) -> tuple[str, ...]:
     """The top-level modules a distribution installs."""
     installed = sorted(
         module
-        for module, dists in importlib.metadata.packages_distributions().items()
+        for module, dists in _installed_modules().items()
         if any(requirement_name(d) == distribution for d in dists) and not module.startswith("_")
     )
     if installed:
@@ -88,7 +95,8 @@ def extra_modules() -> dict[str, str]:
     return found
 
 
-def extra_provides(extra: str) -> set[str]:
+@functools.cache
+def extra_provides(extra: str) -> frozenset[str]:
     """Import names an extra's packages bring with them (their own requirements, where installed): a
     module behind the `mcp` extra may import starlette, which the MCP SDK requires."""
     found: set[str] = set()
@@ -100,7 +108,7 @@ def extra_provides(extra: str) -> set[str]:
         for need in needs:
             if "extra ==" not in need:
                 found.update(import_names(requirement_name(need)))
-    return found
+    return frozenset(found)
 
 
 @dataclass(frozen=True)

@@ -119,14 +119,19 @@ def requirement_with_wheel(requirement: str, wheel: Path) -> str:
 
 def lowest_requirements(requirements: list[str]) -> list[str]:
     """pyproject.toml's own requirements for imp and the extras named, given to uv as direct ones, so
-    `--resolution lowest-direct` takes their lower bounds (the wheel's are transitive to uv)."""
-    found = list(PROJECT["dependencies"])
+    `--resolution lowest-direct` takes their lower bounds (the wheel's are transitive to uv).
+
+    The extras' requirements come first: uv settles direct requirements in the order given, and where two
+    floors cannot meet (mcp 1.30 needs httpx 0.27.1, above imp's floor of 0.27), the extra's environment
+    is there to try the extra's floor; imp's own floors are tried alone, in the `imp` environment. (The
+    other order moves mcp up to 2.0 instead, so mcp's floor would never be installed.)"""
+    found: list[str] = []
     for requirement in requirements:
         match = re.fullmatch(r"imp\[([^\]]*)\]", requirement)
         if match:
             for extra in filter(None, (e.strip() for e in match.group(1).split(","))):
                 found += USER_EXTRAS[extra]
-    return found
+    return [*found, *PROJECT["dependencies"]]
 
 
 class MissingSnippet(AssertionError):

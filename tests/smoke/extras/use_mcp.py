@@ -1,4 +1,6 @@
-"""imp[mcp]: a real MCP server over stdio (written with the SDK the extra installs), its tool called by a react agent."""
+"""imp[mcp]: a program served over MCP by imp's own server (stdio, `python -m imp.mcp`), its tool called by a
+react agent through imp.mcp.connect. imp's server and client both work on either line of the mcp SDK (1.x,
+and 2.x, which a fresh install of the extra gets today), so this snippet does too."""
 
 import pathlib
 import sys
@@ -9,20 +11,18 @@ import anyio
 import imp
 import imp.mcp
 
-server = pathlib.Path(tempfile.mkdtemp()) / "adder.py"
-server.write_text(
-    "from mcp.server.fastmcp import FastMCP\n"
-    "app = FastMCP('adder')\n"
-    "@app.tool()\n"
-    "def add(a: int, b: int) -> int:\n"
-    "    '''Add two integers.'''\n"
-    "    return a + b\n"
-    "app.run()\n"
+folder = pathlib.Path(tempfile.mkdtemp())
+(folder / "adder.py").write_text(
+    "import imp\n"
+    "def add(messages, options):\n"
+    "    a, b = (int(n) for n in messages[-1]['content'].split(']]', 1)[1].split('\\n\\n')[0].split('+'))\n"
+    "    return {'total': str(a + b)}\n"
+    "programs = {'add': imp.predict(imp.signature('sum -> total: int', 'Add the numbers.'), lm=imp.StaticLM(add))}\n"
 )
-ADDER = {"name": "adder", "command": sys.executable, "args": [str(server)]}
+ADDER = {"name": "adder", "command": sys.executable, "args": ["-m", "imp.mcp", "adder:programs"], "cwd": str(folder)}
 lm = imp.ScriptedLM(
     [
-        {"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]},
+        {"tool_calls": [{"name": "add", "arguments": {"sum": "2+3"}}]},
         {"answer": "5", "tool_calls": []},
     ]
 )
@@ -32,6 +32,8 @@ async def main() -> None:
     async with imp.mcp.connect([ADDER], trusted=[ADDER]) as tools:
         assert [tool.name for tool in tools] == ["add"]
         prediction = await imp.call(imp.react("question -> answer", tools, lm=lm), question="2 + 3?")
+    (result,) = (m["content"] for m in lm.requests[1].messages if m["role"] == "tool")
+    assert result == '{"total": 5}', result
     assert prediction.answer == "5", prediction
 
 
