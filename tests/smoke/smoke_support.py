@@ -1,6 +1,6 @@
-"""The installed-package smoke suite's helpers: the sdist and wheel built once, and clean virtual
-environments made on demand, one per (Python, install line, lowest bounds or not), shared by the tests
-of one session, and each environment's docs pages run in one process.
+"""The installed-package smoke suite's helpers: the sdist and wheel built once, clean virtual environments,
+one per (Python, install line, lowest bounds or not), each environment's docs pages run in one process,
+and a plan that does all of that for the selected tests two at a time, from the session's start.
 
 Environments are made by uv (`uv venv`, then `uv pip install` of the wheel and the install line, no lock
 file, as a user would; uv's cache makes a second one of the same packages take a second or two); the
@@ -14,6 +14,7 @@ version (pyproject's requires-python) on PATH or under ~/.pyenv.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -22,7 +23,8 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,28 +158,37 @@ def uv() -> str:
     return found
 
 
+@dataclass(frozen=True)
+class Setup:
+    """One clean environment: a Python, an install line, and whether at the lowest allowed versions."""
+
+    minor: str
+    requirements: tuple[str, ...]
+    lowest: bool = False
+
+    @property
+    def uses_ray(self) -> bool:
+        return any(re.fullmatch(r"imp\[[^\]]*\bray\b[^\]]*\]", r) for r in self.requirements)
+
+
 class Environments:
-    """Clean virtual environments, one per (Python, requirements, lowest), made when first asked for."""
+    """Clean virtual environments, made by uv from its cache: the wheel and the install line, no lock file."""
 
     def __init__(self, root: Path, wheel: Path) -> None:
         self.root = root
         self.wheel = wheel
-        self.made: dict[tuple[str, tuple[str, ...], bool], Path] = {}
+        self._count = itertools.count()
 
-    def get(self, python: str, requirements: list[str], *, lowest: bool = False) -> Path:
-        """The environment's interpreter, with imp's wheel and `requirements` installed."""
-        key = (python, tuple(requirements), lowest)
-        if key in self.made:
-            return self.made[key]
-        folder = self.root / f"venv{len(self.made)}"
+    def make(self, python: str, setup: Setup) -> Path:
+        """A new environment for `setup`, with `python`; its interpreter."""
+        folder = self.root / f"venv{next(self._count)}"
         run([uv(), "venv", "--quiet", "--python", python, str(folder)], cwd=self.root)
         interpreter = folder / "bin" / "python"
-        wanted = [requirement_with_wheel(r, self.wheel) for r in requirements]
+        wanted = [requirement_with_wheel(r, self.wheel) for r in setup.requirements]
         install = [uv(), "pip", "install", "--quiet", "--python", str(interpreter)]
-        if lowest:
-            install += ["--resolution", "lowest-direct", *lowest_requirements(requirements)]
+        if setup.lowest:
+            install += ["--resolution", "lowest-direct", *lowest_requirements(list(setup.requirements))]
         run([*install, *wanted], cwd=self.root)
-        self.made[key] = interpreter
         return interpreter
 
 
@@ -195,67 +206,124 @@ class PageResult:
     error: str | None = None
 
 
-class PageRuns:
-    """Each environment's docs pages, run in one process (tests/doc_blocks.py): every page in a folder of
-    its own and a fresh namespace, as tests/test_docs.py runs them in one pytest process. A page that
-    fails there is run again alone in a fresh process, and the result says which way it went, so a page
-    that breaks only after another one is told from a page that is broken."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.done: dict[Path, dict[Path, PageResult]] = {}
-
-    def result(self, python: Path, pages: list[Path], page: Path) -> PageResult:
-        """`page`'s result, running `pages` (all of the environment's) in `python` on the first call."""
-        if python not in self.done:
-            self.done[python] = self._run(python, pages)
-        result = self.done[python][page]
-        if result.error is not None:
-            alone = self._run(python, [page])[page]
+def run_pages(python: Path, pages: list[Path], root: Path) -> dict[Path, PageResult]:
+    """`pages` run in one process of `python` (tests/doc_blocks.py): each page in a folder of its own and a
+    fresh namespace, as tests/test_docs.py runs them in one pytest process. A page that fails there is run
+    again alone in a fresh process, and its result says which way that went, so a page that breaks only
+    after another one is told from a page that is broken."""
+    results = _run_pages(python, pages, root)
+    for page, result in results.items():
+        if result.error is not None and len(pages) > 1:
+            alone = _run_pages(python, [page], root)[page]
             verdict = (
                 "It passes when run alone in a fresh process: a page run before it in the same process "
                 "changed something it depends on (the pages are not independent)."
                 if alone.error is None
                 else "It fails when run alone in a fresh process too."
             )
-            result = PageResult(error=f"{result.error}\n\n{verdict}")
-        return result
+            results[page] = PageResult(error=f"{result.error}\n\n{verdict}")
+    return results
 
-    def _run(self, python: Path, pages: list[Path]) -> dict[Path, PageResult]:
-        folder = Path(tempfile.mkdtemp(prefix="pages", dir=self.root))
-        shutil.copy(ROOT / "tests" / "doc_blocks.py", folder / "doc_blocks.py")
-        copies: dict[Path, Path] = {}
-        for page in pages:
-            own = folder / page.relative_to(ROOT).with_suffix("").as_posix().replace("/", "_")
-            own.mkdir()
-            copies[page] = own / page.name  # the site shows the included files inline; so does the copy
-            copies[page].write_text(expand_includes(page.read_text(encoding="utf-8"), ROOT), encoding="utf-8")
-        report = folder / "report.json"
-        args = [str(python), "doc_blocks.py", *map(str, copies.values()), "--report", str(report)]
+
+def _run_pages(python: Path, pages: list[Path], root: Path) -> dict[Path, PageResult]:
+    folder = Path(tempfile.mkdtemp(prefix="pages", dir=root))
+    shutil.copy(ROOT / "tests" / "doc_blocks.py", folder / "doc_blocks.py")
+    copies: dict[Path, Path] = {}
+    for page in pages:
+        own = folder / page.relative_to(ROOT).with_suffix("").as_posix().replace("/", "_")
+        own.mkdir()
+        copies[page] = own / page.name  # the site shows the included files inline; so does the copy
+        copies[page].write_text(expand_includes(page.read_text(encoding="utf-8"), ROOT), encoding="utf-8")
+    report = folder / "report.json"
+    args = [str(python), "doc_blocks.py", *map(str, copies.values()), "--report", str(report)]
+    try:
+        done = subprocess.run(args, cwd=folder, env=clean_env(), capture_output=True, text=True, timeout=1800)
+    except subprocess.TimeoutExpired as expired:
+        return dict.fromkeys(pages, PageResult(error=f"the pages' process timed out after {expired.timeout} s"))
+    if not report.is_file():
+        crash = f"the pages' process ended (exit {done.returncode}) without a report:\n{done.stderr[-6000:]}"
+        return dict.fromkeys(pages, PageResult(error=crash))
+    found = json.loads(report.read_text(encoding="utf-8"))
+    results = {}
+    for page, copy in copies.items():
+        got = found[str(copy.resolve())]
+        results[page] = PageResult(ran=got["ran"], saved=got["saved"]) if got["ok"] else PageResult(error=got["error"])
+    return results
+
+
+Task = Callable[[Path, Path], object]
+"""Work in one environment: called with its interpreter and a fresh folder outside the checkout."""
+
+
+class Plan:
+    """The suite's slow work, started at the session's start and done `workers` at a time (two: the
+    machine's cores), while the tests wait, in order, for the results they check.
+
+    Each environment is one job: make it, then run its tasks one after another (a task's exception,
+    a failed test included, is kept for the test that asks). The environments with Ray form a single job,
+    one after another: two Ray clusters starting at once on two cores miss Ray's start-up deadline."""
+
+    def __init__(self, environments: Environments, root: Path, workers: int) -> None:
+        self.environments = environments
+        self.root = root
+        self.workers = workers
+        self.tasks: dict[Setup, dict[str, Task]] = {}
+        self.results: dict[Setup, Future[dict[str, Future[object]]]] = {}
+
+    def add(self, setup: Setup, name: str, task: Task) -> None:
+        self.tasks.setdefault(setup, {})[name] = task
+
+    def start(self) -> ThreadPoolExecutor:
+        """Submit every job (Ray's first, as the longest); the caller shuts the pool down."""
+        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="smoke")
+        with_ray = [s for s in self.tasks if s.uses_ray]
+        if with_ray:
+            lane = pool.submit(lambda: {s: self._job(s) for s in with_ray})
+            for setup in with_ray:
+                self.results[setup] = _part(lane, setup)
+        for setup in self.tasks:
+            if not setup.uses_ray:
+                self.results[setup] = pool.submit(self._job, setup)
+        return pool
+
+    def result(self, setup: Setup, name: str) -> object:
+        """The task's return value, once done; re-raises what it raised (a pytest.fail included)."""
+        return self.results[setup].result()[name].result()
+
+    def _job(self, setup: Setup) -> dict[str, Future[object]]:
+        done: dict[str, Future[object]] = {}
         try:
-            done = subprocess.run(args, cwd=folder, env=clean_env(), capture_output=True, text=True, timeout=1800)
-        except subprocess.TimeoutExpired as expired:
-            return dict.fromkeys(pages, PageResult(error=f"the pages' process timed out after {expired.timeout} s"))
-        if not report.is_file():
-            crash = f"the pages' process ended (exit {done.returncode}) without a report:\n{done.stderr[-6000:]}"
-            return dict.fromkeys(pages, PageResult(error=crash))
-        found = json.loads(report.read_text(encoding="utf-8"))
-        results = {}
-        for page, copy in copies.items():
-            got = found[str(copy.resolve())]
-            results[page] = (
-                PageResult(ran=got["ran"], saved=got["saved"]) if got["ok"] else PageResult(error=got["error"])
-            )
-        return results
+            python = self.environments.make(PYTHONS[setup.minor], setup)
+        except BaseException as failed:  # pytest.fail is a BaseException: every task of the setup reports it
+            for name in self.tasks[setup]:
+                done[name] = _finished(error=failed)
+            return done
+        for name, task in self.tasks[setup].items():
+            try:
+                done[name] = _finished(value=task(python, Path(tempfile.mkdtemp(prefix="task", dir=self.root))))
+            except BaseException as failed:
+                done[name] = _finished(error=failed)
+        return done
 
 
-@pytest.fixture(scope="session")
-def page_runs(tmp_path_factory: pytest.TempPathFactory) -> PageRuns:
-    return PageRuns(tmp_path_factory.mktemp("pages"))
+def _finished(*, value: object = None, error: BaseException | None = None) -> Future[object]:
+    future: Future[object] = Future()
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+    return future
 
 
-@pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    """A working folder outside the checkout."""
-    assert ROOT not in tmp_path.parents
-    return tmp_path
+def _part(lane: Future[dict[Setup, dict[str, Future[object]]]], setup: Setup) -> Future[dict[str, Future[object]]]:
+    part: Future[dict[str, Future[object]]] = Future()
+
+    def split(whole: Future[dict[Setup, dict[str, Future[object]]]]) -> None:
+        failed = whole.exception()
+        if failed is not None:
+            part.set_exception(failed)
+        else:
+            part.set_result(whole.result()[setup])
+
+    lane.add_done_callback(split)
+    return part
