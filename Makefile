@@ -150,6 +150,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/stream_ttft.py
 	$(BENCH_VENV)/bin/python benchmarks/optimize.py
 	$(BENCH_VENV)/bin/python benchmarks/parse_limits.py
+	$(BENCH_VENV)/bin/python benchmarks/media_memory.py
 
 # Re-pin the lock files from pyproject.toml (needs the registry).
 lock:
