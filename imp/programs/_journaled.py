@@ -19,7 +19,7 @@ __all__ = ["journaled_request"]
 async def journaled_request(
     lm: LM,
     messages: list[Message],
-    options: Mapping[str, object],
+    options: Mapping[str, Any],
     tap: Tap | None,
     reads: tuple[Adapter, Signature] | None,
 ) -> LMResponse:
