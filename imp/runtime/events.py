@@ -168,6 +168,13 @@ class Payload:
     def __delattr__(self, name: str) -> None:
         raise dataclasses.FrozenInstanceError(f"an event payload is read-only: cannot delete {name!r}")
 
+    def __setstate__(self, state: object) -> None:
+        """Unpickling sets the slots past the read-only guard (pickle would call `__setattr__`)."""
+        held, slots = state if isinstance(state, tuple) else (state, None)
+        for values in (held, slots):
+            for name, value in (values or {}).items() if isinstance(values, dict) else ():
+                object.__setattr__(self, name, value)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.dump()!r})"
 

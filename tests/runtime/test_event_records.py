@@ -6,7 +6,9 @@ the same records, keep their type when cut to size, and still read as the mappin
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 import typing
 from typing import Any
 
@@ -164,3 +166,17 @@ def test_a_dump_missing_fields_still_loads_as_its_record(kind: str) -> None:
     assert type(payload) is PAYLOADS[kind] and isinstance(payload, Payload)
     assert isinstance(payload_of(kind, {"not_a_field": 1}), Custom)
     assert type(payload_of(kind, {**payload.dump(), "truncated": True, "original_size": 99})) is PAYLOADS[kind]
+
+
+@pytest.mark.parametrize("kind", [*sorted(PAYLOADS), "my_own_kind"])
+def test_every_payload_and_its_event_pickle_and_stay_read_only(kind: str) -> None:
+    """A run's events cross process boundaries (Ray, a queue): each payload record, a cut one and a
+    program's own kind pickle to an equal value that is still read-only."""
+    payload = payload_of(kind, {"text": "x" * 40} if kind == "my_own_kind" else {})
+    cut = payload_of(kind, {**payload.dump(), "truncated": True, "original_size": 99})
+    for value in (payload, cut, Event(1, "call-1", None, kind, 0.0, payload)):
+        loaded = pickle.loads(pickle.dumps(value))
+        assert loaded == value and type(loaded) is type(value)
+    if kind != "my_own_kind":
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            pickle.loads(pickle.dumps(payload)).original_size = 1  # type: ignore[misc]
