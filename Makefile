@@ -10,7 +10,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then echo $$p; break; fi; done)
 
-.PHONY: all test test-live test-ray test-mcp2 live-setup demo lint typecheck bench fmt lock clean browser docs smoke
+.PHONY: all test test-live test-ray test-mcp2 test-dbos live-setup demo lint typecheck bench fmt lock clean browser docs smoke
 
 all: test
 
@@ -117,6 +117,25 @@ $(MCP2_STAMP): pyproject.toml requirements-mcp2.lock
 test-mcp2: $(MCP2_STAMP)
 	$(MCP2_VENV)/bin/python -m pytest tests/mcp tests/acp "tests/test_docs.py::test_doc_examples_run[docs/mcp.md]"
 
+# The DBOS tier: imp.dbos on a real Postgres and on a SQLite file, and the crash test at full count
+# (runs killed with SIGKILL at random points: 100 per journal, on imp's SQLite journal, DBOS on
+# SQLite, DBOS on Postgres). DBOS (SQLAlchemy, psycopg, pysqlite3-binary) has its own venv and lock.
+# IMP_DBOS_POSTGRES names the Postgres (.ci/postgres starts one on 127.0.0.1 as root); without it
+# the Postgres tests are skipped.
+DBOS_VENV := .venv-dbos
+DBOS_STAMP := $(DBOS_VENV)/.installed
+
+$(DBOS_STAMP): pyproject.toml requirements-dbos.lock
+	@test -n "$(PYTHON)" || { echo "imp needs Python >= 3.12; none was found on PATH or under ~/.pyenv" >&2; exit 1; }
+	@test -x $(DBOS_VENV)/bin/python || $(PYTHON) -m venv $(DBOS_VENV)
+	$(DBOS_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -r requirements-dbos.lock
+	$(DBOS_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check --no-deps -e .
+	@touch $(DBOS_STAMP)
+
+test-dbos: $(DBOS_STAMP)
+	$(DBOS_VENV)/bin/python -m pytest tests/durable/test_dbos.py
+	IMP_CRASH_RUNS=1 $(DBOS_VENV)/bin/python -m pytest -s tests/durable/test_crash.py
+
 demo: $(STAMP)
 	@$(PY) examples/demo.py
 
@@ -167,6 +186,8 @@ lock:
 	grep -v -E '^mcp(-server-time|-server-git)?==' requirements.lock > /tmp/imp-lock.txt
 	/tmp/imp-lock/bin/pip install --quiet -r /tmp/imp-lock.txt 'mcp>=2,<3' 'mcp-server-time>=2026.10' 'mcp-server-git>=2026.10'
 	/tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-mcp2.lock
+
+	/tmp/imp-lock/bin/pip install --quiet -e '.[test,dev,dbos]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-dbos.lock
 	rm -rf /tmp/imp-lock
 
 clean:

@@ -28,6 +28,8 @@ from imp.errors import (
     ImpError,
     InvalidInputError,
     InvalidResponse,
+    JournalError,
+    JournalMismatch,
     LMError,
     MediaRefused,
     MissingInputError,
@@ -47,6 +49,7 @@ from imp.media import Audio, File, Image
 from imp.models import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
 
 if TYPE_CHECKING:
+    from imp.durable import SQLiteJournal, SQLiteSessions
     from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match, parallel
     from imp.observe.otel import instrument_otel
     from imp.observe.trace_html import trace_html
@@ -75,6 +78,7 @@ from imp.programs import (
 )
 from imp.programs.stream import StreamPart, stream
 from imp.runtime.deadline import deadline
+from imp.runtime.journal import idempotency_key
 from imp.runtime.logging import configure_logging, reset_logging
 from imp.runtime.run import Event, buffered_sink
 from imp.runtime.trace import inspect_history
@@ -105,6 +109,8 @@ _LAZY = {
     "SaveError": "imp.saving",
     "load": "imp.saving",
     "save": "imp.saving",
+    "SQLiteJournal": "imp.durable",
+    "SQLiteSessions": "imp.durable",
 }
 
 
@@ -124,6 +130,8 @@ def __getattr__(name: str) -> object:
         return found
     if name in ("mcp", "agui", "ray"):  # optional extras: importing them says which `pip install 'imp[...]'` they need
         return importlib.import_module(f"imp.{name}")
+    if name == "dbos":
+        return importlib.import_module("imp.durable.dbos")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'imp' has no attribute {name!r}")
@@ -168,6 +176,8 @@ __all__ = [
     "InvalidInputError",
     "InvalidResponse",
     "JSONAdapter",
+    "JournalError",
+    "JournalMismatch",
     "LM",
     "LMCapabilities",
     "LMError",
@@ -191,6 +201,8 @@ __all__ = [
     "ReActStepError",
     "ReActTrajectory",
     "ResponseTooLarge",
+    "SQLiteJournal",
+    "SQLiteSessions",
     "SaveError",
     "Score",
     "ScriptedLM",
@@ -226,6 +238,7 @@ __all__ = [
     "exact_match",
     "fn",
     "format_tool_result",
+    "idempotency_key",
     "inspect_history",
     "instrument_otel",
     "lm",

@@ -8,6 +8,8 @@
     ├── DeadlineExceeded (TimeoutError) ···· the current `imp.deadline` passed
     ├── ReActStepError ····················· the last request of a ReAct turn failed
     ├── ToolError ·························· a tool's failure, in the tool's own words
+    ├── JournalMismatch ···················· a replayed step no longer matches the run's journal
+    ├── JournalError ······················· a journal that cannot be opened or read
     ├── LMError ···························· a failed LM request: status, provider, (redacted) body
     │   ├── ConnectionFailed ··············· no response: refused, DNS, timeout, reset   (retryable)
     │   ├── StreamBroken ··················· a stream cut off after it started           (retryable)
@@ -55,6 +57,8 @@ __all__ = [
     "ContextWindowExceeded",
     "DeadlineExceeded",
     "ImpError",
+    "JournalError",
+    "JournalMismatch",
     "InvalidInputError",
     "InvalidResponse",
     "LMError",
@@ -77,6 +81,23 @@ __all__ = [
 
 class ImpError(Exception):
     """Root of every error imp raises on purpose."""
+
+
+class JournalMismatch(ImpError):
+    """A replayed step of a journaled run no longer matches what was recorded (the program, its
+    instructions or the inputs changed): the run is not continued on a mix of old and new steps."""
+
+    def __init__(self, message: str, *, run_id: str = "", step: str = "", seq: int | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.step = step
+        """The step's key in the run (its position)."""
+        self.seq = seq
+        """The step's number in the journal, for `journal.fork(run_id, new_id, before=seq)`."""
+
+
+class JournalError(ImpError):
+    """A journal that cannot be opened, is newer than this imp, or holds a record that does not read."""
 
 
 class SignatureError(ImpError, ValueError):

@@ -31,6 +31,8 @@ class PredictionMetadata:
     adapter: str | None = None
     json_fallback: bool = False
     lm_calls: int = 0
+    replayed: int = 0
+    """Steps of a journaled run (LM exchanges, tool calls) answered from the journal, not run again."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:

@@ -35,6 +35,8 @@ class Settings:
     history_size: int = 200
     warn_on_unknown_inputs: bool = True
     parse_limits: ParseLimits = _DEFAULT_LIMITS
+    journal: Any = None
+    """The journal a call with a `run_id` records to when it is given none (`imp.SQLiteJournal`)."""
 
     def __post_init__(self) -> None:
         size = self.history_size

@@ -24,6 +24,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="FILE",
         help="a JSON list of MCP server descriptors to connect when a session lists them (imp.mcp's trusted=)",
     )
+    parser.add_argument(
+        "--sessions",
+        default=None,
+        metavar="FILE",
+        help="a SQLite file that keeps each session's history across restarts (session/load)",
+    )
     args = parser.parse_args(argv)
     # stdout carries the protocol and nothing else: logs go to stderr
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
@@ -40,9 +46,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.mcp_trusted, encoding="utf-8") as file:
             mcp = {"trusted": json.load(file)}
 
+    store = None
+    if args.sessions is not None:
+        from imp.durable import SQLiteSessions
+
+        store = SQLiteSessions(args.sessions)
+
     asyncio.run(
         serve(
             factory,
+            store=store,
             input_key=args.input_key,
             output_key=args.output_key,
             permission_policy=args.permission_policy,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -13,7 +14,9 @@ from imp.evaluation.progress import Progress
 from imp.evaluation.report import EvaluationError, EvaluationReport, EvaluationRow, describe_error
 from imp.prediction import Example
 from imp.programs.base import Program, call
+from imp.runtime.journal import Journal
 from imp.runtime.usage import track_usage
+from imp.settings import settings
 
 __all__ = ["check_devset", "check_max_errors", "evaluate", "row_job"]
 
@@ -78,6 +81,8 @@ async def evaluate(
     failure_score: float = 0.0,
     timeout: float | None = None,  # noqa: ASYNC109 - per row, applied as an imp.deadline
     progress: bool = True,
+    run_id: str | None = None,
+    journal: Journal | None = None,
 ) -> EvaluationReport:
     """Run `program` on every example's inputs, score it with `metric(example, prediction)`, and report.
 
@@ -85,6 +90,8 @@ async def evaluate(
     DSPy's percentage). A row whose program or metric raises scores `failure_score` and is listed in
     `report.errors`; reaching `max_errors` raises `EvaluationError` instead of returning a score.
     `timeout` bounds each row. Progress goes to stderr: a bar on a terminal, plain lines otherwise.
+    With `run_id` and a `journal` (or `imp.configure(journal=...)`) the evaluation is a journaled run:
+    called again after a crash, finished rows are answered from the journal and the rest run live.
     """
     if not isinstance(program, Program):
         raise TypeError(f"imp.evaluate runs an imp program, got {type(program).__name__}")
@@ -95,6 +102,37 @@ async def evaluate(
     limit = check_max_errors(max_errors)
     row_timeout = check_timeout(timeout)
     failure = to_number(failure_score, "failure_score")
+    if journal is None and run_id is not None:
+        journal = settings().journal
+        if journal is None:
+            raise TypeError(
+                "imp.evaluate was given run_id without a journal: pass journal=imp.SQLiteJournal(path), "
+                "or set one with imp.configure(journal=...)"
+            )
+    if journal is not None:
+        if run_id is None:
+            raise TypeError("imp.evaluate was given a journal without run_id: a journaled run is named by its run_id")
+        rows_inputs = {"rows": [example.inputs() for example in examples]}
+        body = functools.partial(
+            _evaluate, program, examples, metric, concurrency, limit, failure, row_timeout, progress
+        )
+        report = await journal.run(run_id, f"evaluate:{type(program).__name__}", rows_inputs, body)
+        if not isinstance(report, EvaluationReport):
+            raise TypeError(f"{journal!r} returned {type(report).__name__} for an evaluation, not a report")
+        return report
+    return await _evaluate(program, examples, metric, concurrency, limit, failure, row_timeout, progress)
+
+
+async def _evaluate(
+    program: Program,
+    examples: list[Example],
+    metric: Metric,
+    concurrency: int,
+    limit: int | None,
+    failure: float,
+    row_timeout: float | None,
+    progress: bool,
+) -> EvaluationReport:
 
     rows: list[EvaluationRow | None] = [None] * len(examples)
     display = Progress(len(examples), sys.stderr if progress else None)

@@ -16,6 +16,7 @@ from imp.evaluation._trio_fanout import running_on_trio, trio_workers
 from imp.prediction import Example, Prediction
 from imp.programs.base import Program, start_call
 from imp.runtime.deadline import deadline, time_left
+from imp.runtime.journal import JournalScope, current_journal_scope
 
 __all__ = ["Inputs", "parallel", "run_jobs"]
 
@@ -55,6 +56,9 @@ async def run_jobs[T](
     """
     results: list[T | Exception | None] = [None] * len(jobs)
     pending = iter(range(len(jobs)))
+    journal = current_journal_scope.get()
+    if journal is not None:  # in a journaled run each item is keyed by its index, whatever order it runs in
+        jobs = _keyed(jobs, journal.child())
 
     async def run_timed(index: int) -> T | Exception:
         assert timeout is not None
@@ -108,6 +112,17 @@ async def run_jobs[T](
     await anyio.lowlevel.checkpoint_if_cancelled()
     raise_if_cut_by_deadline(results)
     return results  # type: ignore[return-value]  # every slot is filled unless on_done stopped the run
+
+
+def _keyed[T](jobs: Sequence[Callable[[], Awaitable[T]]], group: JournalScope) -> list[Callable[[], Awaitable[T]]]:
+    async def keyed(index: int) -> T:
+        token = current_journal_scope.set(group.child(f"i{index}"))
+        try:
+            return await jobs[index]()
+        finally:
+            current_journal_scope.reset(token)
+
+    return [functools.partial(keyed, index) for index in range(len(jobs))]
 
 
 def raise_interrupt(failures: BaseExceptionGroup[BaseException]) -> None:

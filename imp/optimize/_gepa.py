@@ -26,6 +26,8 @@ from imp.optimize._state import State
 from imp.prediction import Example
 from imp.programs.base import Program
 from imp.runtime.deadline import time_left
+from imp.runtime.journal import Journal
+from imp.settings import settings
 
 __all__ = ["GEPA", "AutoBudget"]
 
@@ -127,12 +129,40 @@ class GEPA(Optimizer):
         return n_val + _AUTO_CANDIDATES[self.auto] * (2 * self.minibatch + n_val)
 
     async def compile(
-        self, program: Program, *, trainset: Iterable[Example], valset: Iterable[Example] | None = None
+        self,
+        program: Program,
+        *,
+        trainset: Iterable[Example],
+        valset: Iterable[Example] | None = None,
+        run_id: str | None = None,
+        journal: Journal | None = None,
     ) -> Program:
-        """Evolve the program's instructions; returns the best candidate on the valset (the trainset if none)."""
+        """Evolve the program's instructions; returns the best candidate on the valset (the trainset if none).
+
+        With `run_id` and a `journal` (or `imp.configure(journal=...)`) the optimization is a journaled
+        run: called again after a crash, every LM exchange it recorded (the student's and the
+        reflection LM's) is answered from the journal, and the run goes on live from there.
+        """
         self.check_program(program)
         train = self.examples(trainset, "trainset")
         val = self.examples(valset, "valset", required=False) or train
+        if journal is None and run_id is not None:
+            journal = settings().journal
+            if journal is None:
+                raise TypeError("GEPA.compile was given run_id without a journal: pass journal=imp.SQLiteJournal(path)")
+        if journal is not None:
+            if run_id is None:
+                raise TypeError(
+                    "GEPA.compile was given a journal without run_id: a journaled run is named by its run_id"
+                )
+            given = {"trainset": [e.to_dict() for e in train], "valset": [e.to_dict() for e in val]}
+            compiled = await journal.run(run_id, "GEPA", given, lambda: self._compile(program, train, val))
+            if not isinstance(compiled, Program):
+                raise TypeError(f"{journal!r} returned {type(compiled).__name__} for GEPA, not a program")
+            return compiled
+        return await self._compile(program, train, val)
+
+    async def _compile(self, program: Program, train: list[Example], val: list[Example]) -> Program:
         names = list(self.components(program))
         if not names:
             raise ValueError("GEPA needs a program with at least one predictor; this one has none")

@@ -21,6 +21,7 @@ from imp.prediction import Example
 from imp.programs.base import Program
 from imp.records import NO_USAGE, Usage
 from imp.runtime.deadline import self_ending, time_left
+from imp.runtime.journal import current_journal_scope, journal_position
 
 __all__ = ["Ledger", "Merge", "Outcome", "Plan", "Proposals", "Reflect", "run_round"]
 
@@ -167,7 +168,11 @@ async def _reflect(ctx: Proposals, ledger: Ledger, slot: int, out: Outcome, plan
     out.reflected = True
     # Not under the evaluations' limit (as DSPy's num_threads): a round has at most one reflection per proposal
     # in flight, and the reflection LM is most often another model, with limits of its own.
-    response = await ctx.reflection_lm.request(messages)
+    journal = current_journal_scope.get()
+    if journal is None:
+        response = await ctx.reflection_lm.request(messages)
+    else:
+        response = await journal.exchange(ctx.reflection_lm, messages, {}, lambda lm: lm.request(messages))
     out.reflection_usage = response.usage
     ctx.runner.budget.reflection_usage = ctx.runner.budget.reflection_usage + response.usage
     out.log = f"iteration {plan.iteration}: parent {plan.parent}, rewrote {plan.predictor!r}"
@@ -236,6 +241,11 @@ async def _run(ctx: Proposals, ledger: Ledger, slot: int, out: Outcome, scope: a
         scope.cancel()  # out of time: the round's other proposals stop too
 
 
+async def _run_at(ctx: Proposals, ledger: Ledger, slot: int, out: Outcome, scope: anyio.CancelScope) -> None:
+    with journal_position(f"s{slot}"):  # a journaled run keys each proposal by its slot, whatever the timing
+        await _run(ctx, ledger, slot, out, scope)
+
+
 async def run_round(ctx: Proposals, plans: Sequence[Plan], left: int | None, minibatch: int) -> list[Outcome]:
     """Run the plans at once; their outcomes in plan order (`cancelled` for those a deadline cut short)."""
     ledger = Ledger(left, [_want(p, minibatch) for p in plans])
@@ -245,10 +255,10 @@ async def run_round(ctx: Proposals, plans: Sequence[Plan], left: int | None, min
     until = time_left()
     # At an `imp.deadline` the round stops its own calls, and the deadline's backstop waits for it: cancelling
     # the whole optimization would lose the best program so far.
-    with self_ending(), anyio.move_on_after(math.inf if until is None else until):
+    with self_ending(), anyio.move_on_after(math.inf if until is None else until), journal_position():
         async with anyio.create_task_group() as group:
             for slot, out in enumerate(outcomes):
-                group.start_soon(_run, ctx, ledger, slot, out, group.cancel_scope)
+                group.start_soon(_run_at, ctx, ledger, slot, out, group.cancel_scope)
     for slot, out in enumerate(outcomes):
         out.calls_through = ledger.calls_through(slot)
     return outcomes

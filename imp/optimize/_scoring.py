@@ -16,6 +16,7 @@ from imp.programs._parameters import TraceEntry, tracing
 from imp.programs.base import Program, call
 from imp.records import NO_USAGE, Usage
 from imp.runtime.deadline import time_left
+from imp.runtime.journal import journal_position
 from imp.runtime.usage import track_usage
 
 __all__ = ["Budget", "Row", "Runner"]
@@ -106,7 +107,7 @@ class Runner:
 
         async def one(index: int, example: Example) -> None:
             async with self.limiter:
-                with tracing() as trace:
+                with tracing() as trace, journal_position(f"i{index}"):
                     try:
                         prediction = await call(program, {**example.inputs(), **overrides})
                     except Exception as exc:
@@ -120,7 +121,7 @@ class Runner:
                     return
                 rows[index] = Row(example, prediction, score.value, score.feedback, trace=kept)
 
-        with track_usage() as usage:
+        with track_usage() as usage, journal_position():
             async with anyio.create_task_group() as group:
                 for i, example in enumerate(examples):
                     group.start_soon(one, i, example)

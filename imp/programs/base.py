@@ -13,8 +13,10 @@ from imp.errors import DeadlineExceeded
 from imp.prediction import Prediction
 from imp.runtime.deadline import time_left
 from imp.runtime.events import RunCancelled, RunFailed, RunFinished, RunStarted
+from imp.runtime.journal import Journal, SessionStore, current_journal_scope
 from imp.runtime.run import EventSink, run_needed, run_scope
 from imp.runtime.sync import run_sync
+from imp.settings import settings
 from imp.signature import Signature
 
 if TYPE_CHECKING:
@@ -150,6 +152,10 @@ async def call(
     *,
     authorize: object = None,
     on_event: EventSink | None = None,
+    run_id: str | None = None,
+    journal: Journal | None = None,
+    session_id: str | None = None,
+    sessions: SessionStore | None = None,
     **fields: Any,
 ) -> Prediction:
     """Run a program on inputs (a mapping, keyword fields, or both) and return its Prediction.
@@ -157,7 +163,11 @@ async def call(
     `authorize(request)` is asked before each tool call (`imp.Allow()`, `imp.Deny(reason)`,
     `imp.Cancel(reason)`); `on_event(event)` receives the run's ordered, redacted events.
     Under `imp.deadline`, a `predict` that does not finish in time raises `imp.DeadlineExceeded`;
-    a `react` turn returns what it has, incomplete.
+    a `react` turn returns what it has, incomplete. With `run_id` and a `journal`
+    (`imp.SQLiteJournal`, or `imp.configure(journal=...)`) the run's LM exchanges and tool calls are
+    recorded, and a second call with the same run id replays them (docs/durable.md). With
+    `session_id` and `sessions` (`imp.SQLiteSessions`) the program's history input is the session's,
+    and the new turn is added to it.
     """
     if not isinstance(program, Program):
         raise TypeError(
@@ -166,6 +176,60 @@ async def call(
     if inputs is not None and not isinstance(inputs, Mapping):
         raise TypeError(f"inputs are a mapping of field names to values, got {type(inputs).__name__}")
     merged = {**inputs, **fields} if inputs else fields
+    if run_id is not None or journal is not None or session_id is not None or sessions is not None:
+        return await _durable_call(program, merged, authorize, on_event, run_id, journal, session_id, sessions)
+    scope = current_journal_scope.get()
+    if scope is not None:  # nested in a journaled run: this call's steps take the next position
+        token = current_journal_scope.set(scope.child())
+        try:
+            return await _call(program, merged, authorize, on_event)
+        finally:
+            current_journal_scope.reset(token)
+    return await _call(program, merged, authorize, on_event)
+
+
+async def _durable_call(
+    program: Program,
+    inputs: dict[str, Any],
+    authorize: object,
+    on_event: EventSink | None,
+    run_id: str | None,
+    journal: Journal | None,
+    session_id: str | None,
+    sessions: SessionStore | None,
+) -> Prediction:
+    """A call with a run id (a journaled run) or a session id (a kept conversation), or both."""
+    if (session_id is None) != (sessions is None):
+        given, missing = (
+            ("session_id", "sessions=imp.SQLiteSessions(path)") if sessions is None else ("sessions", "session_id=")
+        )
+        raise TypeError(f"imp.call was given {given} without {missing}: a session needs both")
+    if journal is None and run_id is not None:
+        journal = settings().journal
+        if journal is None:
+            raise TypeError(
+                "imp.call was given run_id without a journal: pass journal=imp.SQLiteJournal(path), "
+                "or set one with imp.configure(journal=...)"
+            )
+    if journal is not None and run_id is None:
+        raise TypeError("imp.call was given a journal without run_id: a journaled run is named by its run_id")
+
+    async def run_turn(given: dict[str, Any]) -> Prediction:
+        if journal is None or run_id is None:
+            return await _call(program, given, authorize, on_event)
+        result = await journal.run(
+            run_id, type(program).__name__, given, lambda: _call(program, given, authorize, on_event)
+        )
+        if not isinstance(result, Prediction):
+            raise TypeError(f"{journal!r} returned {type(result).__name__} for a call, not a Prediction")
+        return result
+
+    if sessions is not None and session_id is not None:
+        return await sessions.run(session_id, program, inputs, run_turn)
+    return await run_turn(inputs)
+
+
+async def _call(program: Program, merged: dict[str, Any], authorize: object, on_event: EventSink | None) -> Prediction:
     if on_event is None and authorize is None and not run_needed():
         # Nothing listens and nothing authorizes: no run to open, and one coroutine frame fewer.
         left = time_left()
@@ -193,7 +257,7 @@ def start_call(program: Program, inputs: Mapping[str, object]) -> Coroutine[Any,
     """`call(program, inputs)` for a checked program and inputs, started where it will be awaited:
     the program's own `acall` coroutine when `call` would only await it (no run, no deadline), one
     coroutine frame fewer per call in flight (`imp.parallel` starts its items this way)."""
-    if not run_needed():
+    if not run_needed() and current_journal_scope.get() is None:
         left = time_left()
         if left is None or program.handles_deadline:
             return program.acall(dict(inputs))

@@ -15,10 +15,12 @@ from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, ImpError, InvalidInputError, LMError, MissingInputError
 from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
+from imp.programs._journaled import journaled_request
 from imp.programs._parameters import Changes, Parameters, Predictor, open_trace, trace_call
 from imp.programs._stream_tap import StreamPart, any_tap, current_tap, streamed_request
 from imp.programs.base import Program
 from imp.runtime.events import ModelError, ModelRequest, ModelResponse
+from imp.runtime.journal import current_journal_scope
 from imp.runtime.run import Run, current_run
 from imp.runtime.trace import record_exchange
 from imp.runtime.usage import (
@@ -194,7 +196,9 @@ async def request(
     seen = records_in(accumulator)
     tap = current_tap() if any_tap() is not None else None  # a bound lookup when nothing streams
     try:
-        if tap is None:
+        if current_journal_scope.get() is not None:
+            response = await journaled_request(lm, messages, options, tap, reads)
+        elif tap is None:
             response = await lm.request(messages, **options)
         else:
             response = await streamed_request(tap, lm, messages, options, reads)
@@ -416,7 +420,9 @@ class Predict(Program):
             started = time.perf_counter() if run is not None else 0.0
             tap = current_tap() if any_tap() is not None else None  # a bound lookup when nothing streams
             try:
-                if tap is None:
+                if current_journal_scope.get() is not None:
+                    response = await journaled_request(lm, messages, options, tap, (adapter, signature))
+                elif tap is None:
                     response = await lm.request(messages, **options)
                 else:
                     response = await streamed_request(tap, lm, messages, options, (adapter, signature))

@@ -21,6 +21,7 @@ import pydantic
 
 from imp._redact import redact_text
 from imp.history import ToolCall, ToolOutcome, ToolResult
+from imp.runtime.journal import current_journal_scope
 from imp.runtime.logging import get_logger
 from imp.tools._threads import run_in_tool_thread, tool_thread_limiter
 from imp.tools.authorization import (
@@ -213,6 +214,21 @@ class _Step:
     async def run(self, slot: _Slot) -> None:
         """Decide one call, then run it if it was not refused; every path records its result."""
         _current_tool_call.set(slot.call.id)  # this task runs this call alone; its context ends with it
+        journal = current_journal_scope.get()
+        if journal is None:
+            await self._run(slot)
+            return
+
+        async def live() -> ToolResult | None:
+            current_journal_scope.set(journal.tool_scope(slot.index, slot.call))
+            await self._run(slot)
+            return slot.result if self.cancel is None else None  # a cancelled step keeps nothing
+
+        recorded = await journal.tool_call(slot.index, slot.call, live)
+        if slot.result is None and recorded is not None:  # finished before: its result, never a second run
+            self.record(slot, recorded.outcome, result=recorded.result, error=recorded.error)
+
+    async def _run(self, slot: _Slot) -> None:
         try:
             decided = await self._decide(slot)
             if decided is not None:
