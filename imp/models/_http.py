@@ -63,9 +63,6 @@ DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 """8 MiB: a reply over it is refused (`imp.ResponseTooLarge`). The longest replies models write
 (128k output tokens, about 0.5 MB of text) fit sixteen times over; a hostile server's 100 MB does not."""
 
-_ERROR_BODY_BYTES = 64 * 1024
-"""How much of an error response is read to classify it (its message comes first)."""
-
 
 @dataclass(frozen=True, slots=True)
 class _Sent:
@@ -443,11 +440,11 @@ class HTTPLM(LM):
             _leave(gate, ticket)
 
     async def _refusal(self, response: Response, forced: bool) -> LMError:
-        """The `LMError` for a non-2xx response, from the first `_ERROR_BODY_BYTES` of its body."""
-        try:
-            error_body = await response.read(_ERROR_BODY_BYTES)
-        except BodyTooLarge:
-            error_body = b""
+        """The `LMError` for a non-2xx response, from its body (read up to `max_response_bytes`)."""
+        # Bounded like a reply: a server's validation error may echo the request many times (llama-cpp-python
+        # echoes a media request once per message type it tried), and a cut body is no JSON to classify.
+        limit = self.max_response_bytes
+        error_body = await (response.read_start(limit) if limit is not None else response.read(None))
         return classify_error(
             response.status,
             error_body,

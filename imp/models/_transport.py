@@ -106,6 +106,17 @@ class Response:
             parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
+    async def read_start(self, limit: int) -> bytes:
+        """The body's first `limit` bytes (an error body: its message comes first); the rest is not read."""
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self.chunks():
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= limit:
+                break
+        return b"".join(parts)[:limit]
+
     async def aclose(self) -> None:
         """Close the response (and give its connection back to the pool)."""
         await self._response.aclose()
