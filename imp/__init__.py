@@ -34,10 +34,13 @@ from imp.errors import (
     QuotaExceeded,
     RateLimited,
     ReActStepError,
+    ResumeError,
+    Retry,
     SignatureError,
     StreamBroken,
     ToolChoiceUnsupported,
     UnsupportedOption,
+    ValidationFailed,
 )
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
 from imp.models import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
@@ -69,6 +72,7 @@ from imp.programs import (
     react,
     react_trajectory,
 )
+from imp.programs.pending import Pending, PendingCall
 from imp.programs.stream import StreamPart, stream
 from imp.runtime.deadline import deadline
 from imp.runtime.logging import configure_logging, reset_logging
@@ -76,7 +80,7 @@ from imp.runtime.run import Event, buffered_sink
 from imp.runtime.trace import inspect_history
 from imp.settings import Settings, configure, context, settings
 from imp.signature import Field, InputField, OutputField, Signature, signature
-from imp.tools import Allow, Cancel, Deny, ExecutionCancelled, Tool, ToolError, tool
+from imp.tools import Allow, Cancel, Defer, Deny, ExecutionCancelled, Tool, ToolError, tool
 
 __version__ = "0.1.0"
 
@@ -133,6 +137,7 @@ __all__ = [
     "ContentFiltered",
     "ContextWindowExceeded",
     "DeadlineExceeded",
+    "Defer",
     "Deny",
     "EvaluationError",
     "EvaluationReport",
@@ -160,6 +165,8 @@ __all__ = [
     "NotFound",
     "OptimizationResult",
     "OutputField",
+    "Pending",
+    "PendingCall",
     "Predict",
     "Prediction",
     "PredictionMetadata",
@@ -170,6 +177,8 @@ __all__ = [
     "ReAct",
     "ReActStepError",
     "ReActTrajectory",
+    "ResumeError",
+    "Retry",
     "SaveError",
     "Score",
     "ScriptedLM",
@@ -191,6 +200,7 @@ __all__ = [
     "ToolResult",
     "UnsupportedOption",
     "Usage",
+    "ValidationFailed",
     "XMLAdapter",
     "assistant",
     "buffered_sink",

@@ -31,6 +31,8 @@ class PredictionMetadata:
     adapter: str | None = None
     json_fallback: bool = False
     lm_calls: int = 0
+    pending: Any = None
+    """A paused turn's `imp.Pending` (`termination_reason == "awaiting_approval"`), else None."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:

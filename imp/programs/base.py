@@ -31,6 +31,8 @@ class Program(abc.ABC):
     signature: Signature
     handles_deadline: ClassVar[bool] = False
     """True for programs that end their own work at the deadline (react returns an incomplete turn)."""
+    resumable: ClassVar[bool] = False
+    """True for programs whose turn can pause awaiting approval (`imp.call(..., resume=pending)`)."""
 
     @abc.abstractmethod
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
@@ -113,12 +115,16 @@ async def call(
     *,
     authorize: object = None,
     on_event: EventSink | None = None,
+    resume: object = None,
+    decisions: Mapping[str, object] | None = None,
     **fields: Any,
 ) -> Prediction:
     """Run a program on inputs (a mapping, keyword fields, or both) and return its Prediction.
 
     `authorize(request)` is asked before each tool call (`imp.Allow()`, `imp.Deny(reason)`,
-    `imp.Cancel(reason)`); `on_event(event)` receives the run's ordered, redacted events.
+    `imp.Cancel(reason)`, `imp.Defer(reason)`); `on_event(event)` receives the run's ordered,
+    redacted events. `resume=pending, decisions={call_id: ...}` continues a turn that paused
+    awaiting approval (`prediction.metadata.pending`), in this process or another.
     Under `imp.deadline`, a `predict` that does not finish in time raises `imp.DeadlineExceeded`;
     a `react` turn returns what it has, incomplete.
     """
@@ -129,18 +135,19 @@ async def call(
     if inputs is not None and not isinstance(inputs, Mapping):
         raise TypeError(f"inputs are a mapping of field names to values, got {type(inputs).__name__}")
     merged = {**inputs, **fields} if inputs else fields
+    options = _resume_options(program, resume, decisions)
     if on_event is None and authorize is None and not run_needed():
         # Nothing listens and nothing authorizes: no run to open, and one coroutine frame fewer.
         left = time_left()
         if left is None or program.handles_deadline:
-            return await program.acall(merged)
-        return await _run_until(program, merged, left)
+            return await program.acall(merged, **options)
+        return await _run_until(program, merged, left, options)
     with run_scope(on_event=on_event, authorize=authorize) as run:
         if run.on_event is None:
-            return await _run(program, merged)
+            return await _run(program, merged, options)
         run.emit(RunStarted(type(program).__name__))
         try:
-            prediction = await _run(program, merged)
+            prediction = await _run(program, merged, options)
         except anyio.get_cancelled_exc_class():
             run.emit(RunCancelled())
             raise
@@ -163,20 +170,34 @@ def start_call(program: Program, inputs: Mapping[str, object]) -> Coroutine[Any,
     return call(program, inputs)
 
 
-async def _run(program: Program, inputs: dict[str, Any]) -> Prediction:
+def _resume_options(program: Program, resume: object, decisions: object) -> dict[str, Any]:
+    """`resume` and `decisions` for a program that can pause (a tool loop); refused for one that cannot."""
+    if resume is None and decisions is None:
+        return _NO_OPTIONS
+    if not program.resumable:
+        raise TypeError(f"{type(program).__name__} never pauses, so it takes no resume= or decisions=")
+    return {"resume": resume, "decisions": decisions}
+
+
+_NO_OPTIONS: dict[str, Any] = {}
+
+
+async def _run(program: Program, inputs: dict[str, Any], options: Mapping[str, Any] = _NO_OPTIONS) -> Prediction:
     left = time_left()
     if left is None or program.handles_deadline:
-        return await program.acall(inputs)
-    return await _run_until(program, inputs, left)
+        return await program.acall(inputs, **options)
+    return await _run_until(program, inputs, left, options)
 
 
-async def _run_until(program: Program, inputs: dict[str, Any], left: float) -> Prediction:
+async def _run_until(
+    program: Program, inputs: dict[str, Any], left: float, options: Mapping[str, Any] = _NO_OPTIONS
+) -> Prediction:
     """Run a program that does not end its own work at the deadline inside a cancel scope that does."""
     if left <= 0:
         raise DeadlineExceeded("the deadline had passed before the call started")
     try:
         with anyio.fail_after(left):
-            return await program.acall(inputs)
+            return await program.acall(inputs, **options)
     except TimeoutError as exc:
         if isinstance(exc, DeadlineExceeded):
             raise

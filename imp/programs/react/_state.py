@@ -45,7 +45,14 @@ HistoryReplay = Literal["full", "actions"]
 """How earlier turns of a given history are replayed: `full` (thoughts included) or `actions`
 (only their calls and results)."""
 TerminationReason = Literal[
-    "answered", "submit", "finished_by_tool", "forced_submit", "extracted", "last_text", "incomplete"
+    "answered",
+    "submit",
+    "finished_by_tool",
+    "forced_submit",
+    "extracted",
+    "last_text",
+    "incomplete",
+    "awaiting_approval",
 ]
 TerminationCause = Literal[
     "max_iters",

@@ -98,7 +98,10 @@ async def act(
 ) -> Ending | None:
     """Run a step's calls, record the step, and say how the turn ends if it ends here.
 
-    The deadline passing while the tools run ends the turn `incomplete` (`deadline_exceeded`).
+    The deadline passing while the tools run ends the turn `incomplete` (`deadline_exceeded`). A
+    call left `deferred` (it waits for a decision from outside the run) pauses the turn
+    (`awaiting_approval`) before anything decides whether the step ends it: the resumed turn decides,
+    with every result in hand.
     """
     if thought:
         emit(Reasoning(state.step, thought, forced))
@@ -113,6 +116,9 @@ async def act(
     if ran.timed_out:
         state.add(replace(step, results=ran.results))
         return Ending(cause="deadline_exceeded")
+    if any(result.outcome == "deferred" for result in ran.results):
+        state.add(replace(step, results=ran.results))
+        return Ending(reason="awaiting_approval")
     ending, results = decide(spec, calls, ran.results) if decides else (None, ran.results)
     step = replace(step, results=results)
     if ending is not None and ending.outputs is not None:
