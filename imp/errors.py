@@ -197,6 +197,8 @@ class ValidationFailed(ImpError):
 
     def __init__(self, message: str, *, attempts: Sequence[Mapping[str, Any]]) -> None:
         self.attempts = tuple(dict(a) for a in attempts)
+        self.history: Any = None
+        """A tool loop's history up to the failure (None for a single request)."""
         super().__init__(message)
 
 

@@ -17,6 +17,7 @@ from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, open_trace, trace_call
 from imp.programs._stream_tap import StreamPart, any_tap, current_tap, streamed_request
+from imp.programs._validate import Validator, check_retry_options, validated_call
 from imp.programs.base import Program
 from imp.runtime.events import ModelError, ModelRequest, ModelResponse
 from imp.runtime.run import Run, current_run
@@ -38,7 +39,7 @@ _DEFAULT_ADAPTER = ChatAdapter()
 """No extra event fields (read only, shared)."""
 PREDICTOR = "predict"
 """The name of a Predict's (and a ChainOfThought's) one predictor in `parameters()`."""
-_OPTIONS = frozenset({"lm", "adapter", "demos", "config", "adapter_opts", "json_fallback"})
+_OPTIONS = frozenset({"lm", "adapter", "demos", "config", "adapter_opts", "json_fallback", "validate", "max_retries"})
 _REQUEST_OPTIONS = frozenset(
     {"temperature", "max_tokens", "top_p", "stop", "seed", "n", "reasoning_effort", "response_format", "timeout"}
 )
@@ -324,6 +325,11 @@ class Predict(Program):
     config: Mapping[str, Any] = field(default_factory=dict)
     adapter_opts: Mapping[str, Any] = field(default_factory=dict)
     json_fallback: bool = True
+    validate: Validator | None = None
+    """`check(prediction)`: returns to accept the answer, raises `imp.Retry("why")` to ask again."""
+    max_retries: int | None = None
+    """Re-asks after a refused or unreadable answer (default 2 with `validate`, else none: a parse
+    error then goes straight to the JSON fallback)."""
 
     _format_options: FormatOptions = field(init=False, repr=False, compare=False)
     """The adapter options and demos, read once when the program is built."""
@@ -337,6 +343,7 @@ class Predict(Program):
         check_config(self.config)
         if not isinstance(self.json_fallback, bool):
             raise TypeError(f"json_fallback is True or False, got {type(self.json_fallback).__name__}")
+        check_retry_options(self.validate, self.max_retries)
         object.__setattr__(self, "lm", check_lm(self.lm))
         object.__setattr__(self, "adapter", as_adapter(self.adapter))
         object.__setattr__(self, "demos", check_demos(self.demos))
@@ -377,6 +384,8 @@ class Predict(Program):
         # Few frames from the inputs to the Prediction (this one, `request`, the LM's): at 10,000
         # calls in flight every extra frame is 10,000 more objects for the garbage collector to
         # walk (benchmarks/concurrency.py).
+        if self.validate is not None or self.max_retries:
+            return await validated_call(self, inputs)
         signature = self.signature
         config = self.config
         if "config" in inputs and "config" not in signature.inputs:
@@ -443,8 +452,21 @@ class Predict(Program):
         return Prediction(fields, metadata)
 
 
+def prepare_call(program: Predict, inputs: dict[str, Any]) -> tuple[Signature, dict[str, Any], LM, Adapter, Mapping[str, Any]]:
+    """What one call of a Predict reads: its signature, the checked inputs, the LM, the adapter and the request options."""
+    signature = program.signature
+    config = program.config
+    if "config" in inputs and "config" not in signature.inputs:
+        per_call = check_config(inputs.pop("config"), option="the per-call config")
+        config = {**config, **per_call}
+    values = prepare_inputs(signature, inputs)
+    adapter = program.adapter or settings().adapter or _DEFAULT_ADAPTER
+    return signature, values, resolve_lm(program.lm), adapter, config
+
+
 def predict(signature: SignatureLike | type[Signature], **options: Any) -> Predict:
-    """A Predict program: `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `json_fallback`."""
+    """A Predict program: `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `json_fallback`,
+    `validate` (a check that may raise `imp.Retry`) and `max_retries`."""
     check_options("imp.predict", options, _OPTIONS)
     return Predict(as_signature(signature), **options)
 

@@ -13,11 +13,12 @@ from typing import Any, ClassVar
 from imp.adapters.base import FormatOptions
 from imp.adapters.chat import ChatAdapter
 from imp.errors import LMError, ReActStepError
-from imp.errors import ResumeError
+from imp.errors import ResumeError, ValidationFailed
 from imp.history import History, Step
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, apply_to_tools, trace_call
 from imp.programs._tool_loop import ToolLoop, check_max_iters
+from imp.programs._validate import Validator, check_retry_options, retries_of
 from imp.programs.base import Program
 from imp.programs.predict import check_options, prepare_inputs, resolve_lm
 from imp.programs.react._last import EXTRACT_INSTRUCTIONS
@@ -63,6 +64,8 @@ _OPTIONS = frozenset(
         "history_replay",
         "tool_policy",
         "extract_instructions",
+        "validate",
+        "max_retries",
     }
 )
 
@@ -79,6 +82,10 @@ class ReAct(ToolLoop, Program):
     history_replay: HistoryReplay = "full"
     extract_instructions: str | None = None
     """The extractor's instructions when an optimizer rewrote them; else the task's and a fixed paragraph."""
+    validate: Validator | None = None
+    """`check(prediction)` on an answer (`submit`'s outputs, a text answer): `imp.Retry("why")` refuses it."""
+    max_retries: int | None = None
+    """Answers `validate` may refuse in one turn (default 2) before `imp.ValidationFailed`."""
     _step_signatures: dict[tuple[str, bool], Signature] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -100,6 +107,7 @@ class ReAct(ToolLoop, Program):
         if "tools" in self.config or "tool_choice" in self.config:
             raise ValueError("the loop sets `tools` and `tool_choice` itself; leave them out of config")
         _check_finish(self.finish)
+        check_retry_options(self.validate, self.max_retries)
         if self.history_replay not in ("full", "actions"):
             raise ValueError(f"history_replay is 'full' or 'actions', got {self.history_replay!r}")
         # An MCP import's tools may change from step to step, so only a fixed list is checked.
@@ -258,7 +266,7 @@ class ReAct(ToolLoop, Program):
                     ending = await resume_turn(spec, state, paused, resolution)
                 else:
                     ending = await run_turn(spec, state)
-            except (LMError, ReActStepError, ExecutionCancelled) as exc:
+            except (LMError, ReActStepError, ExecutionCancelled, ValidationFailed) as exc:
                 exc.history = state.recorded(spec.base)  # what the turn did before the error ended it
                 raise
             finally:
@@ -363,6 +371,8 @@ class ReAct(ToolLoop, Program):
             base=history,
             episodes=tuple(episode_boundaries(history, list(self.signature.outputs))),
             starts_turn=bool(unrecorded) or "last_request_note" in control,
+            validate=self.validate,
+            max_retries=retries_of(self.validate, self.max_retries),
         )
         return spec, TurnState(unrecorded=unrecorded)
 
@@ -444,7 +454,8 @@ def react(
 ) -> ReAct:
     """A ReAct program (native tool calls, `submit` or a text answer) over `tools`: `imp.tool`s, or plain functions (made tools with
     `imp.tool`). Options: `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `max_iters`, `finish`,
-    `finish_on`, `last_request_note`, `last_request_tools`, `unsent_note`, `history_replay`, `tool_policy`."""
+    `finish_on`, `last_request_note`, `last_request_tools`, `unsent_note`, `history_replay`, `tool_policy`,
+    `validate` (a check of the answer that may raise `imp.Retry`), `max_retries`."""
     check_options("imp.react", options, _OPTIONS)
     if not isinstance(tools, list | tuple):
         raise TypeError("imp.react takes a list of tools")
