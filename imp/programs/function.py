@@ -59,6 +59,8 @@ _OPTIONS = frozenset(
         "max_iters",
         "instructions",
         "extract_instructions",
+        "validate",
+        "max_retries",
     }
 )
 
@@ -284,6 +286,8 @@ class FunctionProgram(Program):
             "demos": tuple(options.get("demos") or ()),
             "config": dict(options.get("config") or {}),
             "adapter_opts": dict(options.get("adapter_opts") or {}),
+            "validate": options.get("validate"),
+            "max_retries": options.get("max_retries"),
         }
         tools = options.get("tools")
         program: Program
