@@ -30,12 +30,20 @@ from imp.signature import Signature
 if TYPE_CHECKING:
     from imp.programs.predict import Predict
 
-__all__ = ["DEFAULT_MAX_RETRIES", "Validator", "check", "check_retry_options", "refused", "retries_of", "validated_call"]
+__all__ = [
+    "DEFAULT_MAX_RETRIES",
+    "Validator",
+    "check",
+    "check_retry_options",
+    "refused",
+    "retries_of",
+    "validated_call",
+]
 
 DEFAULT_MAX_RETRIES = 2
 """Re-asks a program with a validator makes before it raises `imp.ValidationFailed`."""
 
-Validator = Callable[[Prediction], None | Awaitable[None]]
+Validator = Callable[[Prediction], Awaitable[None] | None]
 """`check(prediction)`, sync or async: returns to accept, raises `imp.Retry("why")` to re-ask."""
 
 
@@ -43,7 +51,9 @@ def check_retry_options(validate: object, max_retries: object) -> None:
     """Refuse a `validate` that is not a function and a `max_retries` that is not a whole number >= 0."""
     if validate is not None and not callable(validate):
         raise TypeError(f"validate= takes a function check(prediction), got {type(validate).__name__}")
-    if max_retries is not None and (isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0):
+    if max_retries is not None and (
+        isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
+    ):
         raise ValueError(f"max_retries is a whole number >= 0, got {max_retries!r}")
 
 
@@ -81,12 +91,14 @@ def refused(attempt: int, reason: str, program: str) -> None:
 def parse_reason(error: AdapterParseError) -> str:
     """A parse or type error in words the model can act on."""
     where = ", ".join(f"`{name}`" for name in error.fields)
-    return f"Your reply could not be read ({where}): {error.reason}" if where else f"Your reply could not be read: {error.reason}"
+    return (
+        f"Your reply could not be read ({where}): {error.reason}"
+        if where
+        else f"Your reply could not be read: {error.reason}"
+    )
 
 
-def reask_messages(
-    messages: list[Message], response: LMResponse, reason: str, signature: Signature
-) -> list[Message]:
+def reask_messages(messages: list[Message], response: LMResponse, reason: str, signature: Signature) -> list[Message]:
     """The next attempt's messages: the ones sent, the refused reply, and the reason with what to do."""
     reply = response.text or (json.dumps(plain(response.fields)) if response.fields is not None else "")
     outputs = ", ".join(f"`{name}`" for name in signature.outputs)
@@ -160,8 +172,8 @@ async def _judge(
         return None, reason, exc
     if program.validate is None:
         return fields, "", None
-    reason = await check(program.validate, Prediction(dict(fields)))
-    if reason is None:
+    refusal = await check(program.validate, Prediction(dict(fields)))
+    if refusal is None:
         return fields, "", None
-    attempts.append({"outputs": plain(fields), "reply": response.text, "reason": reason})
-    return None, reason, None
+    attempts.append({"outputs": plain(fields), "reply": response.text, "reason": refusal})
+    return None, refusal, None

@@ -21,9 +21,9 @@ from imp._redact import is_secret_key
 from imp.errors import ResumeError
 from imp.records import ToolCall, ToolResult, plain
 from imp.signature import Signature
-from imp.values import CoercionError, coerce_value
 from imp.tools import Allow, Deny, Tool
 from imp.tools.schema import check_arguments, decode_arguments, describe_problems
+from imp.values import CoercionError, coerce_value
 
 __all__ = [
     "MAX_PENDING_CALLS",

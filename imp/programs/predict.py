@@ -452,7 +452,9 @@ class Predict(Program):
         return Prediction(fields, metadata)
 
 
-def prepare_call(program: Predict, inputs: dict[str, Any]) -> tuple[Signature, dict[str, Any], LM, Adapter, Mapping[str, Any]]:
+def prepare_call(
+    program: Predict, inputs: dict[str, Any]
+) -> tuple[Signature, dict[str, Any], LM, Adapter, Mapping[str, Any]]:
     """What one call of a Predict reads: its signature, the checked inputs, the LM, the adapter and the request options."""
     signature = program.signature
     config = program.config

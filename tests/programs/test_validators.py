@@ -35,7 +35,9 @@ async def test_a_re_ask_that_succeeds_on_the_second_attempt(make: Any, validate:
     assert len(lm.requests) == 2 and prediction.metadata.lm_calls == 2
     assert prediction.metadata.usage.requests == 2  # usage counts every attempt
     second = lm.requests[1].messages
-    assert second[: len(lm.requests[0].messages)] == lm.requests[0].messages  # the first request, then the reply and why
+    assert (
+        second[: len(lm.requests[0].messages)] == lm.requests[0].messages
+    )  # the first request, then the reply and why
     assert second[-2]["role"] == "assistant" and "5" in second[-2]["content"]
     assert second[-1]["role"] == "user" and "5 is not 2 + 2" in second[-1]["content"]
     retries = [e for e in events if e.kind == "output_retry"]
@@ -153,7 +155,13 @@ async def test_a_function_program_takes_a_validator() -> None:
 
 
 def test_a_saved_program_keeps_its_validator_and_a_tool_its_approval(tmp_path: Any) -> None:
-    refund = imp.tool(lambda order: order, name="refund", description="Refund.", schema={"type": "object", "properties": {"order": {"type": "string"}}}, requires_approval=True)
+    refund = imp.tool(
+        lambda order: order,
+        name="refund",
+        description="Refund.",
+        schema={"type": "object", "properties": {"order": {"type": "string"}}},
+        requires_approval=True,
+    )
     path = tmp_path / "p.json"
     imp.save(imp.react(TEAM, [refund], validate=maya, max_retries=1), path, registry={"maya": maya, "refund": refund})
     loaded = imp.load(path, registry={"maya": maya, "refund": refund})

@@ -7,12 +7,12 @@ from typing import assert_never
 from imp.history import Step
 from imp.prediction import Prediction
 from imp.programs._validate import check
-from imp.records import plain
 from imp.programs.react._last import forced_submit, last_text
 from imp.programs.react._request import Failure, ask, error_text
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import Ending, TerminationCause, TurnState
 from imp.programs.react._tools import act, answer_refused
+from imp.records import plain
 from imp.runtime.deadline import deadline_passed
 from imp.runtime.events import Reasoning
 from imp.runtime.run import emit

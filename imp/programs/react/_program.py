@@ -12,20 +12,19 @@ from typing import Any, ClassVar
 
 from imp.adapters.base import FormatOptions
 from imp.adapters.chat import ChatAdapter
-from imp.errors import LMError, ReActStepError
-from imp.errors import ResumeError, ValidationFailed
+from imp.errors import LMError, ReActStepError, ResumeError, ValidationFailed
 from imp.history import History, Step
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, apply_to_tools, trace_call
 from imp.programs._tool_loop import ToolLoop, check_max_iters
 from imp.programs._validate import Validator, check_retry_options, retries_of
 from imp.programs.base import Program
+from imp.programs.pending import Pending, check_call_options, pause, resolve_decisions, restore_inputs
 from imp.programs.predict import check_options, prepare_inputs, resolve_lm
 from imp.programs.react._last import EXTRACT_INSTRUCTIONS
-from imp.programs.pending import Pending, check_call_options, pause, resolve_decisions, restore_inputs
 from imp.programs.react._loop import run_turn
-from imp.programs.react._resume import check_paused, resume_turn
 from imp.programs.react._messages import demo_steps
+from imp.programs.react._resume import check_paused, resume_turn
 from imp.programs.react._spec import NOT_SENT, FinishRule, TurnSpec, check_outputs, episode_boundaries, rule_for
 from imp.programs.react._state import (
     CALLS_FIELD,
@@ -275,7 +274,11 @@ class ReAct(ToolLoop, Program):
         pending = None
         if ending.reason == "awaiting_approval":
             last = state.steps[-1]
-            kept = {k: v for k, v in spec.inputs.items() if v is not None and (k in self.signature.inputs or k == "user_name")}
+            kept = {
+                k: v
+                for k, v in spec.inputs.items()
+                if v is not None and (k in self.signature.inputs or k == "user_name")
+            }
             pending = pause("react", last.tool_calls or (), last.results or (), kept, control, state.dump())
         outputs = ending.outputs
         fields = dict(outputs) if outputs is not None else {n: None for n in self.signature.outputs}
@@ -376,18 +379,20 @@ class ReAct(ToolLoop, Program):
         )
         return spec, TurnState(unrecorded=unrecorded)
 
-    def _resumed(
-        self, inputs: Mapping[str, Any], pending: object
-    ) -> tuple[TurnSpec, TurnState, Step, dict[str, Any]]:
+    def _resumed(self, inputs: Mapping[str, Any], pending: object) -> tuple[TurnSpec, TurnState, Step, dict[str, Any]]:
         """The spec, state and paused step of a turn resumed from `pending` (its inputs and options
         read back; only `tools` may be given again, as code never travels in pending data)."""
         if not isinstance(pending, Pending):
-            raise TypeError(f"resume= takes an imp.Pending (imp.Pending.load(data) reads a dump), got {type(pending).__name__}")
+            raise TypeError(
+                f"resume= takes an imp.Pending (imp.Pending.load(data) reads a dump), got {type(pending).__name__}"
+            )
         if pending.program != "react":
             raise ResumeError(f"this pending turn was paused by {pending.program}; resume it with that program")
         extra = [k for k in inputs if k != "tools"]
         if extra:
-            raise TypeError(f"a resumed turn takes its inputs from the pending turn; got {sorted(extra)} (only tools= may be given again)")
+            raise TypeError(
+                f"a resumed turn takes its inputs from the pending turn; got {sorted(extra)} (only tools= may be given again)"
+            )
         control = dict(pending.options)
         values = restore_inputs(self.signature, pending.inputs)
         spec, _ = self.start({**values, **control, **inputs})

@@ -40,7 +40,9 @@ def check_paused(pending: Pending, state: TurnState) -> Step:
     for waiting in pending.calls:
         call, result = calls.get(waiting.id), results.get(waiting.id)
         if call is None or call.name != waiting.tool or result is None or result.outcome != "deferred":
-            raise ResumeError(f"the pending turn's newest step does not hold call {waiting.id!r} waiting for a decision")
+            raise ResumeError(
+                f"the pending turn's newest step does not hold call {waiting.id!r} waiting for a decision"
+            )
     still = [r.id for r in results.values() if r.outcome == "deferred" and r.id not in pending.ids]
     if still:
         raise ResumeError(f"the pending turn's newest step holds waiting calls it does not list: {still}")

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
+from typing import Any
 
 import anyio
 
 from imp.errors import ValidationFailed
 from imp.history import Step, ToolCall, ToolResult
+from imp.models.base import LMResponse
 from imp.prediction import Prediction
 from imp.programs._validate import check, refused
-from imp.models.base import LMResponse
 from imp.programs.react._spec import TurnSpec, check_outputs
 from imp.programs.react._state import SUBMIT, Ending, Finish, TurnState
 from imp.records import plain

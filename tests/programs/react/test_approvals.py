@@ -50,7 +50,13 @@ def call(id: str, name: str, **arguments: Any) -> dict[str, Any]:
     return {"id": id, "name": name, "arguments": arguments}
 
 
-PARALLEL = {"tool_calls": [call("a", "lookup", order="o1"), call("b", "refund", order="o1", amount=20), call("c", "notify", who="ops")]}
+PARALLEL = {
+    "tool_calls": [
+        call("a", "lookup", order="o1"),
+        call("b", "refund", order="o1", amount=20),
+        call("c", "notify", who="ops"),
+    ]
+}
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +76,9 @@ async def test_parallel_calls_one_deferred_two_run_and_the_resume_runs_only_the_
     assert paused.complete is False and paused.reply is None
     assert sorted(name for name, _ in RAN) == ["lookup", "notify"]  # the step's other calls ran
     pending = paused.metadata.pending
-    assert [(c.id, c.tool, dict(c.arguments)) for c in pending.calls] == [("b", "refund", {"order": "o1", "amount": 20})]
+    assert [(c.id, c.tool, dict(c.arguments)) for c in pending.calls] == [
+        ("b", "refund", {"order": "o1", "amount": 20})
+    ]
     assert "approval" in pending.calls[0].reason
 
     done = await imp.call(agent, resume=_through_json(pending), decisions={"b": imp.Allow()})
@@ -104,7 +112,7 @@ async def test_edited_arguments_that_do_not_fit_the_schema_are_refused_before_an
     before = list(RAN)
     with pytest.raises(imp.ResumeError, match="'b'"):
         await imp.call(agent, resume=pending, decisions={"b": imp.Allow(arguments=arguments)})
-    assert RAN == before and len(lm.requests) == 1
+    assert before == RAN and len(lm.requests) == 1
 
 
 async def test_a_denial_is_a_refusal_the_model_reads_and_the_tool_never_runs() -> None:
@@ -128,7 +136,7 @@ async def test_a_missing_decision_never_runs_the_call_and_names_the_undecided_id
         await imp.call(agent, resume=pending, decisions=decisions)
     assert caught.value.undecided == ("b",) or decisions is None
     assert "'b'" in str(caught.value) or decisions is None
-    assert RAN == before and len(lm.requests) == 1
+    assert before == RAN and len(lm.requests) == 1
 
 
 async def test_decisions_for_calls_that_are_not_pending_are_refused() -> None:
@@ -137,7 +145,7 @@ async def test_decisions_for_calls_that_are_not_pending_are_refused() -> None:
     pending = (await imp.call(agent, ticket="t")).metadata.pending
     with pytest.raises(imp.ResumeError, match="not pending"):
         await imp.call(agent, resume=pending, decisions={"b": imp.Allow(), "a": imp.Allow()})
-    with pytest.raises(imp.ResumeError, match="imp.Allow"):
+    with pytest.raises(imp.ResumeError, match=r"imp\.Allow"):
         await imp.call(agent, resume=pending, decisions={"b": True})
     assert not any(name == "refund" for name, _ in RAN)
 
@@ -152,7 +160,9 @@ async def test_two_pauses_in_one_turn_and_several_calls_decided_by_one_resume() 
     agent = imp.react(SIG, [refund], lm=lm)
     first = (await imp.call(agent, ticket="t")).metadata.pending
     assert first.ids == ("r1", "r2")
-    second_turn = await imp.call(agent, resume=_through_json(first), decisions={"r1": imp.Allow(), "r2": imp.Deny("no")})
+    second_turn = await imp.call(
+        agent, resume=_through_json(first), decisions={"r1": imp.Allow(), "r2": imp.Deny("no")}
+    )
     assert second_turn.metadata.termination_reason == "awaiting_approval"
     second = second_turn.metadata.pending
     assert second.ids == ("r3",)  # a decided call never waits again
@@ -192,7 +202,9 @@ async def test_a_submit_beside_a_deferred_call_ends_the_turn_once_the_call_is_de
     assert RAN == [("refund", {"order": "o", "amount": 1.0})] and len(lm.requests) == 1
 
 
-@pytest.mark.parametrize("adapter", [imp.ChatAdapter(), imp.JSONAdapter(), imp.XMLAdapter()], ids=["chat", "json", "xml"])
+@pytest.mark.parametrize(
+    "adapter", [imp.ChatAdapter(), imp.JSONAdapter(), imp.XMLAdapter()], ids=["chat", "json", "xml"]
+)
 async def test_each_adapter_pauses_and_resumes(adapter: imp.Adapter) -> None:
     lm = imp.ScriptedLM([PARALLEL, {"reply": "ok"}])
     agent = imp.react(SIG, [lookup, refund, notify], lm=lm, adapter=adapter)
@@ -245,7 +257,7 @@ async def test_a_resume_whose_deadline_has_passed_runs_nothing() -> None:
     agent = imp.react(SIG, [lookup, refund, notify], lm=lm)
     pending = (await imp.call(agent, ticket="t")).metadata.pending
     with imp.deadline(0.01):
-        time.sleep(0.05)  # no checkpoint: the deadline passes before the resume starts
+        time.sleep(0.05)  # noqa: ASYNC251 - no checkpoint: the deadline passes before the resume starts
         done = await imp.call(agent, resume=pending, decisions={"b": imp.Allow()})
     assert done.metadata.termination_cause == "deadline_exceeded" and not done.complete
     assert not any(name == "refund" for name, _ in RAN)
@@ -255,7 +267,7 @@ async def test_resume_takes_a_pending_of_its_own_kind_and_no_new_inputs() -> Non
     lm = imp.ScriptedLM([PARALLEL])
     agent = imp.react(SIG, [lookup, refund, notify], lm=lm)
     pending = (await imp.call(agent, ticket="t")).metadata.pending
-    with pytest.raises(TypeError, match="imp.Pending.load"):
+    with pytest.raises(TypeError, match=r"imp\.Pending\.load"):
         await imp.call(agent, resume=pending.dump(), decisions={"b": imp.Allow()})
     with pytest.raises(TypeError, match="inputs from the pending"):
         await imp.call(agent, {"ticket": "other"}, resume=pending, decisions={"b": imp.Allow()})
@@ -276,7 +288,7 @@ async def _paused_dump() -> tuple[imp.ReAct, dict[str, Any]]:
 
 
 async def test_pending_data_holds_no_credential_and_no_code() -> None:
-    agent, data = await _paused_dump()
+    _agent, data = await _paused_dump()
     text = json.dumps(data)
     assert "sk-live" not in text and "api_key" not in text
     assert data["options"]["config"] == {"temperature": 0}
@@ -301,7 +313,7 @@ async def test_tampered_pending_data_is_refused_before_anything_runs(change: Any
     before = list(RAN)
     with pytest.raises(error):
         await imp.call(agent, resume=imp.Pending.load(data), decisions={data["calls"][0]["id"]: imp.Allow()})
-    assert RAN == before
+    assert before == RAN
 
 
 @pytest.mark.parametrize(
@@ -365,11 +377,15 @@ PROCESS = textwrap.dedent(
 def test_a_pause_and_resume_across_two_processes(tmp_path: Path) -> None:
     script = tmp_path / "agent.py"
     script.write_text(PROCESS)
-    first = subprocess.run([sys.executable, str(script), "start", str(tmp_path), "0"], capture_output=True, text=True, timeout=120)
+    first = subprocess.run(
+        [sys.executable, str(script), "start", str(tmp_path), "0"], capture_output=True, text=True, timeout=120
+    )
     assert first.returncode == 0, first.stderr
     assert not (tmp_path / "runs.txt").exists()
     assert json.loads((tmp_path / "pending.json").read_text())["calls"][0]["arguments"] == {"order": "o1", "amount": 20}
-    second = subprocess.run([sys.executable, str(script), "resume", str(tmp_path), "1"], capture_output=True, text=True, timeout=120)
+    second = subprocess.run(
+        [sys.executable, str(script), "resume", str(tmp_path), "1"], capture_output=True, text=True, timeout=120
+    )
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout) == {"reply": "Refunded.", "complete": True}
     assert (tmp_path / "runs.txt").read_text() == "o1 7\n"

@@ -16,7 +16,9 @@ SIG = imp.signature("question -> answer")
 TOOLS = ("free", "gated_a", "gated_b")
 
 # One step: a list of (tool index, argument) calls. One decision per waiting call.
-steps = st.lists(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 99)), min_size=1, max_size=4), min_size=1, max_size=4)
+steps = st.lists(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 99)), min_size=1, max_size=4), min_size=1, max_size=4
+)
 decisions = st.lists(st.sampled_from(["allow", "edit", "deny", "result", "skip"]), min_size=64, max_size=64)
 defer_free = st.booleans()
 
@@ -51,7 +53,9 @@ def test_no_tool_runs_without_approval_and_each_approved_call_runs_once_as_appro
 
     def authorize(request: imp.tools.AuthorizationRequest) -> Any:
         # An authorizer may defer calls to a tool that does not need approval: they wait the same way.
-        return imp.Defer("checked by a person") if authorizer_defers and request.arguments.get("n", 0) % 2 else imp.Allow()
+        return (
+            imp.Defer("checked by a person") if authorizer_defers and request.arguments.get("n", 0) % 2 else imp.Allow()
+        )
 
     async def run() -> imp.Prediction:
         prediction = await imp.call(program, question="q", authorize=authorize)
