@@ -13,22 +13,29 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from imp.errors import AdapterParseError, Retry, ValidationFailed
 from imp.models.base import LMResponse, Message
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs._parameters import open_trace, trace_call
 from imp.programs._stream_tap import StreamPart, current_tap
+from imp.programs.predict import (
+    Predict,
+    Validator,
+    check_retry_options,
+    prepare_call,
+    read_response,
+    request,
+    request_options,
+    use_checked_call,
+)
 from imp.records import plain
 from imp.runtime.events import OutputRetry
 from imp.runtime.run import emit
 from imp.runtime.usage import track_usage
 from imp.signature import Signature
-
-if TYPE_CHECKING:
-    from imp.programs.predict import Predict
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",
@@ -42,19 +49,6 @@ __all__ = [
 
 DEFAULT_MAX_RETRIES = 2
 """Re-asks a program with a validator makes before it raises `imp.ValidationFailed`."""
-
-Validator = Callable[[Prediction], Awaitable[None] | None]
-"""`check(prediction)`, sync or async: returns to accept, raises `imp.Retry("why")` to re-ask."""
-
-
-def check_retry_options(validate: object, max_retries: object) -> None:
-    """Refuse a `validate` that is not a function and a `max_retries` that is not a whole number >= 0."""
-    if validate is not None and not callable(validate):
-        raise TypeError(f"validate= takes a function check(prediction), got {type(validate).__name__}")
-    if max_retries is not None and (
-        isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
-    ):
-        raise ValueError(f"max_retries is a whole number >= 0, got {max_retries!r}")
 
 
 def retries_of(validate: object, max_retries: int | None) -> int:
@@ -108,8 +102,6 @@ def reask_messages(messages: list[Message], response: LMResponse, reason: str, s
 
 async def validated_call(program: Predict, inputs: dict[str, Any]) -> Prediction:
     """A Predict call whose answer is checked, re-asked up to its `max_retries`, then refused with every attempt."""
-    from imp.programs.predict import prepare_call, request, request_options
-
     signature, values, lm, adapter, config = prepare_call(program, inputs)
     label = type(program).__name__
     retries = retries_of(program.validate, program.max_retries)
@@ -162,8 +154,6 @@ async def _judge(
     program: Predict, adapter: Any, signature: Signature, response: LMResponse, attempts: list[dict[str, Any]]
 ) -> tuple[Mapping[str, Any] | None, str, AdapterParseError | None]:
     """Read and check one reply: (its fields when accepted, else None; the reason; the parse error)."""
-    from imp.programs.predict import read_response
-
     try:
         fields = read_response(adapter, signature, response)
     except AdapterParseError as exc:
@@ -177,3 +167,6 @@ async def _judge(
         return fields, "", None
     attempts.append({"outputs": plain(fields), "reply": response.text, "reason": refusal})
     return None, refusal, None
+
+
+use_checked_call(validated_call)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import typing
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -17,7 +17,6 @@ from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, open_trace, trace_call
 from imp.programs._stream_tap import StreamPart, any_tap, current_tap, streamed_request
-from imp.programs._validate import Validator, check_retry_options, validated_call
 from imp.programs.base import Program
 from imp.runtime.events import ModelError, ModelRequest, ModelResponse
 from imp.runtime.run import Run, current_run
@@ -44,6 +43,28 @@ _REQUEST_OPTIONS = frozenset(
     {"temperature", "max_tokens", "top_p", "stop", "seed", "n", "reasoning_effort", "response_format", "timeout"}
 )
 _METADATA_INPUTS = frozenset({"user_name"})
+
+Validator = Callable[[Prediction], Awaitable[None] | None]
+"""`check(prediction)`, sync or async: returns to accept, raises `imp.Retry("why")` to re-ask."""
+CheckedCall = Callable[["Predict", dict[str, Any]], Awaitable[Prediction]]
+_checked_call: list[CheckedCall] = []
+"""The call of a Predict whose answers are checked and re-asked: `imp.programs._validate` puts it
+here when it loads (it reads this module's request functions, so this module cannot import it)."""
+
+
+def use_checked_call(call: CheckedCall) -> None:
+    """Install the checked call (`imp.programs._validate.validated_call`)."""
+    _checked_call[:] = [call]
+
+
+def check_retry_options(validate: object, max_retries: object) -> None:
+    """Refuse a `validate` that is not a function and a `max_retries` that is not a whole number >= 0."""
+    if validate is not None and not callable(validate):
+        raise TypeError(f"validate= takes a function check(prediction), got {type(validate).__name__}")
+    if max_retries is not None and (
+        isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
+    ):
+        raise ValueError(f"max_retries is a whole number >= 0, got {max_retries!r}")
 
 
 def check_options(kind: str, options: Mapping[str, object], known: frozenset[str]) -> None:
@@ -385,7 +406,7 @@ class Predict(Program):
         # calls in flight every extra frame is 10,000 more objects for the garbage collector to
         # walk (benchmarks/concurrency.py).
         if self.validate is not None or self.max_retries:
-            return await validated_call(self, inputs)
+            return await _checked_call[0](self, inputs)
         signature = self.signature
         config = self.config
         if "config" in inputs and "config" not in signature.inputs:

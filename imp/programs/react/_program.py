@@ -17,10 +17,10 @@ from imp.history import History, Step
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, apply_to_tools, trace_call
 from imp.programs._tool_loop import ToolLoop, check_max_iters
-from imp.programs._validate import Validator, check_retry_options, retries_of
+from imp.programs._validate import retries_of
 from imp.programs.base import Program
 from imp.programs.pending import Pending, check_call_options, pause, resolve_decisions, restore_inputs
-from imp.programs.predict import check_options, prepare_inputs, resolve_lm
+from imp.programs.predict import Validator, check_options, check_retry_options, prepare_inputs, resolve_lm
 from imp.programs.react._last import EXTRACT_INSTRUCTIONS
 from imp.programs.react._loop import run_turn
 from imp.programs.react._messages import demo_steps

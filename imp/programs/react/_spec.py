@@ -15,7 +15,7 @@ from typing import Any, Literal
 from imp.adapters.base import Adapter, FormatOptions
 from imp.history import History, Step
 from imp.models.base import LM
-from imp.programs._validate import Validator
+from imp.programs.predict import Validator
 from imp.programs.react._state import SUBMIT, THOUGHT_FIELD, FinishMode, FinishOn, HistoryReplay
 from imp.signature import Signature
 from imp.tools import Tool, ToolError, ToolPolicy
