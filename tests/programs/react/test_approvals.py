@@ -389,3 +389,56 @@ def test_a_pause_and_resume_across_two_processes(tmp_path: Path) -> None:
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout) == {"reply": "Refunded.", "complete": True}
     assert (tmp_path / "runs.txt").read_text() == "o1 7\n"
+
+
+# --- react_trajectory ------------------------------------------------------------------------------
+
+
+def _trajectory_step(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"next_thought": f"use {name}", "next_tool_name": name, "next_tool_args": arguments}
+
+
+@pytest.mark.parametrize("decision", ["allow", "edit", "deny"])
+async def test_react_trajectory_pauses_and_resumes(decision: str) -> None:
+    script = [
+        _trajectory_step("lookup", order="o1"),
+        _trajectory_step("refund", order="o1", amount=20),
+        _trajectory_step("finish"),
+        {"reasoning": "done", "reply": "Handled."},
+    ]
+    lm = imp.ScriptedLM(script)
+    agent = imp.react_trajectory(SIG, [lookup, refund], lm=lm)
+    paused = await imp.call(agent, ticket="t")
+    assert paused.metadata.termination_reason == "awaiting_approval" and not paused.complete
+    pending = _through_json(paused.metadata.pending)
+    assert pending.program == "react_trajectory"
+    assert [(c.id, c.tool, dict(c.arguments)) for c in pending.calls] == [
+        ("call_2", "refund", {"order": "o1", "amount": 20})
+    ]
+    assert RAN == [("lookup", {"order": "o1"})]
+    chosen = {
+        "allow": imp.Allow(),
+        "edit": imp.Allow(arguments={"order": "o1", "amount": 3}),
+        "deny": imp.Deny("too much"),
+    }[decision]
+    with pytest.raises(imp.ResumeError):
+        await imp.call(agent, resume=pending, decisions={})
+    done = await imp.call(agent, resume=pending, decisions={"call_2": chosen})
+    assert done.complete and done.reply == "Handled."
+    refunds = [a for name, a in RAN if name == "refund"]
+    assert (
+        refunds
+        == {"allow": [{"order": "o1", "amount": 20.0}], "edit": [{"order": "o1", "amount": 3.0}], "deny": []}[decision]
+    )
+    assert [n for n, _ in RAN].count("lookup") == 1  # the step before the pause never runs again
+    trajectory = done.metadata["trajectory"]
+    assert (
+        trajectory["observation_1"]
+        == {
+            "allow": "refunded 20 on o1",
+            "edit": "refunded 3 on o1",
+            "deny": "Error: refund was not allowed; too much.",
+        }[decision]
+    )
+    with pytest.raises(imp.ResumeError, match="paused by react_trajectory"):
+        await imp.call(imp.react(SIG, [refund], lm=lm), resume=pending, decisions={"call_2": imp.Allow()})
