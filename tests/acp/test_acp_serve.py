@@ -131,7 +131,7 @@ async def test_a_call_that_waits_for_approval_is_decided_by_the_editors_permissi
     (asked,) = client.permissions
     assert asked.title == "refund" and asked.raw_input == {"order": "A-7"}
     updates = [u for u in client.updates[session] if u.session_update in ("tool_call", "tool_call_update")]
-    assert [u.status for u in updates][0] == "in_progress" and "pending" in [u.status for u in updates]
+    assert next(u.status for u in updates) == "in_progress" and "pending" in [u.status for u in updates]
     assert updates[-1].status == status
     assert said in client.message(session)
 
