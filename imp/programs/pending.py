@@ -93,6 +93,16 @@ class Pending:
     `last_request_note`, `last_request_tools`, `config` (without keys that name a credential)."""
     state: Mapping[str, Any] = field(repr=False)
     """The loop's own dumped turn state (`react`: `TurnState.dump()`), read by the loop that resumes it."""
+    _claimed: list[bool] = field(default_factory=lambda: [False], init=False, repr=False, compare=False)
+
+    def claim(self) -> None:
+        """Mark this value resumed (its decisions were good and its calls about to run): a second
+        resume of the same value is a `ResumeError`, so no approved call runs twice from it. A copy
+        loaded from a dump is another value: a store that hands each pending turn out once (the
+        FastAPI example's) keeps that promise across processes."""
+        if self._claimed[0]:
+            raise ResumeError("this pending turn was already resumed; its approved calls ran then")
+        self._claimed[0] = True
 
     @property
     def ids(self) -> tuple[str, ...]:

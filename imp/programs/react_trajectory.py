@@ -333,6 +333,7 @@ class ReActTrajectory(ToolLoop, Program):
         ):
             raise ResumeError("the pending trajectory's newest step does not hold the call waiting for a decision")
         resolution = resolve_decisions(pending, decisions, self.roster)
+        pending.claim()
         result = resolution.given.get(waiting.id)
         if result is None:
             run = current_run()

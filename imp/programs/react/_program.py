@@ -255,6 +255,7 @@ class ReAct(ToolLoop, Program):
         if resume is not None:
             spec, state, paused, control = self._resumed(inputs, resume)
             resolution = resolve_decisions(resume, decisions, spec.roster())
+            resume.claim()
         else:
             control = _control_of(inputs, self.signature)
             spec, state = self.start(inputs)

@@ -90,6 +90,18 @@ async def test_parallel_calls_one_deferred_two_run_and_the_resume_runs_only_the_
     assert tool_messages == ["o1: paid 20", "refunded 20 on o1", "told ops"]
 
 
+async def test_a_pending_value_resumes_once() -> None:
+    lm = imp.ScriptedLM([PARALLEL, "Refunded.", "again"])
+    agent = imp.react(SIG, [lookup, refund, notify], lm=lm)
+    pending = (await imp.call(agent, ticket="t")).metadata.pending
+    with pytest.raises(imp.ResumeError):  # refused decisions do not use it up
+        await imp.call(agent, resume=pending, decisions={})
+    await imp.call(agent, resume=pending, decisions={"b": imp.Allow()})
+    with pytest.raises(imp.ResumeError, match="already resumed"):
+        await imp.call(agent, resume=pending, decisions={"b": imp.Allow()})
+    assert [name for name, _ in RAN].count("refund") == 1
+
+
 async def test_edited_arguments_run_exactly_and_the_history_shows_what_ran() -> None:
     lm = imp.ScriptedLM([PARALLEL, "Refunded 5."])
     agent = imp.react(SIG, [lookup, refund, notify], lm=lm)
