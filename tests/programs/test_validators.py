@@ -53,6 +53,16 @@ async def test_exhausting_max_retries_raises_validation_failed_with_every_attemp
     assert len(lm.requests) == 3  # max_retries=2: three attempts, the fourth reply never asked for
 
 
+@pytest.mark.parametrize(
+    "adapter", [imp.ChatAdapter(), imp.JSONAdapter(), imp.XMLAdapter()], ids=["chat", "json", "xml"]
+)
+async def test_every_adapter_re_asks_with_the_reason(adapter: imp.Adapter) -> None:
+    lm = imp.ScriptedLM([{"answer": 5}, {"answer": 4}])
+    prediction = await imp.call(imp.predict(SIG, lm=lm, adapter=adapter, validate=four), question="q")
+    assert prediction.answer == 4 and prediction.metadata.adapter == adapter.name
+    assert "5 is not 2 + 2" in str(lm.requests[1].messages[-1]["content"])
+
+
 async def test_max_retries_zero_asks_once() -> None:
     lm = imp.ScriptedLM([{"answer": 5}])
     with pytest.raises(imp.ValidationFailed):

@@ -214,8 +214,15 @@ async def test_a_submit_beside_a_deferred_call_ends_the_turn_once_the_call_is_de
     assert RAN == [("refund", {"order": "o", "amount": 1.0})] and len(lm.requests) == 1
 
 
+TEMPLATE = imp.TemplateAdapter(
+    [imp.system("Handle the ticket. {instruction}"), imp.turns(), imp.user("Ticket: {ticket}")]
+)
+
+
 @pytest.mark.parametrize(
-    "adapter", [imp.ChatAdapter(), imp.JSONAdapter(), imp.XMLAdapter()], ids=["chat", "json", "xml"]
+    "adapter",
+    [imp.ChatAdapter(), imp.JSONAdapter(), imp.XMLAdapter(), TEMPLATE],
+    ids=["chat", "json", "xml", "template"],
 )
 async def test_each_adapter_pauses_and_resumes(adapter: imp.Adapter) -> None:
     lm = imp.ScriptedLM([PARALLEL, {"reply": "ok"}])
