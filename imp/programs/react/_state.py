@@ -192,7 +192,8 @@ class TurnState:
             "errors": list(self.errors),
             "finish_reason": self.finish_reason,
             "unexecuted": [call.dump() for call in self.unexecuted],
-            "refused": plain(self.refused),
+            # only when a validator refused an answer: a turn without one dumps as version 1 always did
+            **({"refused": plain(self.refused)} if self.refused else {}),
         }
 
     @classmethod
