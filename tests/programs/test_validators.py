@@ -176,3 +176,26 @@ def test_a_saved_program_keeps_its_validator_and_a_tool_its_approval(tmp_path: A
     imp.save(imp.react(TEAM, [refund], validate=maya, max_retries=1), path, registry={"maya": maya, "refund": refund})
     loaded = imp.load(path, registry={"maya": maya, "refund": refund})
     assert loaded.validate is maya and loaded.max_retries == 1 and loaded.tools[0].requires_approval
+
+
+async def test_a_function_program_with_tools_pauses_and_resumes() -> None:
+    ran: list[str] = []
+
+    @imp.tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order."""
+        ran.append(order)
+        return "refunded"
+
+    lm = imp.ScriptedLM([{"tool_calls": [{"id": "r", "name": "refund", "arguments": {"order": "A"}}]}, "Refunded A."])
+
+    @imp.fn(lm=lm, tools=[refund])
+    async def handle(ticket: str) -> str:
+        """Handle the ticket."""
+        reply: str = imp.out()
+        return reply
+
+    paused = await handle.predict("refund A")
+    assert paused.metadata.termination_reason == "awaiting_approval" and ran == []
+    done = await imp.call(handle, resume=paused.metadata.pending, decisions={"r": imp.Allow()})
+    assert done.reply == "Refunded A." and ran == ["A"]
