@@ -123,7 +123,7 @@ async def validated_call(program: Predict, inputs: dict[str, Any]) -> Prediction
         else:
             fields = None
             fallback = adapter.fallback if program.json_fallback and parse_error is not None else None
-            if fallback is not None:  # every reply unreadable: the JSON fallback, as the last resort
+            if fallback is not None:  # the last reply unreadable too: the JSON fallback, as the last resort
                 refused(len(attempts), f"{parse_error}; asking again with {fallback.name}", label)
                 retry_messages = fallback.format_with(signature, values, program._format_options)
                 retry_options = {**fallback.request_options(signature, lm), **config}
@@ -135,7 +135,7 @@ async def validated_call(program: Predict, inputs: dict[str, Any]) -> Prediction
         last = attempts[-1]["reason"] if attempts else "no attempt"
         raise ValidationFailed(
             f"{label} refused {len(attempts)} answer(s) (max_retries={retries}); the last: {last}", attempts=attempts
-        )
+        ) from parse_error  # an unreadable last reply: its parse error (finish reason, completion) is the cause
     metadata = PredictionMetadata(
         finish_reason=response.finish_reason,
         usage=total,
