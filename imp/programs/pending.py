@@ -123,9 +123,10 @@ class Pending:
             "version": PENDING_VERSION,
             "program": self.program,
             "calls": [call.dump() for call in self.calls],
-            "inputs": plain(self.inputs),
-            "options": plain(self.options),
-            "state": plain(self.state),
+            # Already JSON-ready (made so by `pause`, or read by `load`): copied, not converted again.
+            "inputs": _copied(self.inputs),
+            "options": _copied(self.options),
+            "state": _copied(self.state),
         }
 
     @classmethod
@@ -158,6 +159,19 @@ class Pending:
             if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
                 raise ValueError(f"a pending turn's `{key}` is a mapping with string keys")
         return cls(program, loaded, dict(mappings["inputs"]), dict(mappings["options"]), dict(mappings["state"]))
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a JSON-ready value (mappings and lists copied, everything else as it is)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _copied(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_copied(v) for v in value]
+    return value
 
 
 def loop_options(control: Mapping[str, Any]) -> dict[str, Any]:
