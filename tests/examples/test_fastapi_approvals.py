@@ -3,10 +3,7 @@ decided by another (across a restart of the service, too)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
@@ -16,23 +13,11 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from fastapi_harness import AppServer
+from fastapi_harness import AppServer, load_example
 
 import imp
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "fastapi_approvals.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fastapi_approvals", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fastapi_approvals"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-example = _load()
+example = load_example(Path(__file__).resolve().parents[2] / "docs" / "examples" / "fastapi_approvals.py")
 
 
 def model(messages: list[dict[str, Any]], options: dict[str, Any]) -> Any:
