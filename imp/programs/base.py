@@ -135,12 +135,12 @@ async def call(
     if inputs is not None and not isinstance(inputs, Mapping):
         raise TypeError(f"inputs are a mapping of field names to values, got {type(inputs).__name__}")
     merged = {**inputs, **fields} if inputs else fields
-    options = _resume_options(program, resume, decisions)
+    options = _NO_OPTIONS if resume is None and decisions is None else _resume_options(program, resume, decisions)
     if on_event is None and authorize is None and not run_needed():
         # Nothing listens and nothing authorizes: no run to open, and one coroutine frame fewer.
         left = time_left()
         if left is None or program.handles_deadline:
-            return await program.acall(merged, **options)
+            return await (program.acall(merged, **options) if options else program.acall(merged))
         return await _run_until(program, merged, left, options)
     with run_scope(on_event=on_event, authorize=authorize) as run:
         if run.on_event is None:
@@ -172,8 +172,6 @@ def start_call(program: Program, inputs: Mapping[str, object]) -> Coroutine[Any,
 
 def _resume_options(program: Program, resume: object, decisions: object) -> dict[str, Any]:
     """`resume` and `decisions` for a program that can pause (a tool loop); refused for one that cannot."""
-    if resume is None and decisions is None:
-        return _NO_OPTIONS
     if not program.resumable:
         raise TypeError(f"{type(program).__name__} never pauses, so it takes no resume= or decisions=")
     return {"resume": resume, "decisions": decisions}
