@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from imp._json import ParseLimits
 from imp.adapters import (
     Adapter,
     ChatAdapter,
@@ -28,12 +29,14 @@ from imp.errors import (
     InvalidInputError,
     InvalidResponse,
     LMError,
+    MediaRefused,
     MissingInputError,
     NotFound,
     ProviderUnavailable,
     QuotaExceeded,
     RateLimited,
     ReActStepError,
+    ResponseTooLarge,
     ResumeError,
     Retry,
     SignatureError,
@@ -43,6 +46,7 @@ from imp.errors import (
     ValidationFailed,
 )
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
+from imp.media import Audio, File, Image
 from imp.models import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
 
 if TYPE_CHECKING:
@@ -82,7 +86,9 @@ from imp.settings import Settings, configure, context, settings
 from imp.signature import Field, InputField, OutputField, Signature, signature
 from imp.tools import Allow, Cancel, Defer, Deny, ExecutionCancelled, Tool, ToolError, tool
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    __version__: str
+    """The installed distribution's version (its metadata, so it cannot drift from pyproject.toml)."""
 
 
 _LAZY = {
@@ -107,11 +113,20 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    """Evaluation, saving, `imp.mcp` and `imp.ray` load on first use: `import imp` stays light, and the
-    optional `mcp` and `ray` extras are only needed by who uses them."""
+    """Evaluation, saving, `imp.mcp`, `imp.agui` and `imp.ray` load on first use: `import imp` stays
+    light, and the optional `mcp`, `agui` and `ray` extras are only needed by who uses them."""
     import importlib
 
-    if name in ("mcp", "ray"):  # optional extras: importing them says which `pip install 'imp[...]'` they need
+    if name == "__version__":  # read on first use: importlib.metadata costs `import imp` time
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("imp")
+        except PackageNotFoundError:  # imported from a source tree that was never installed
+            found = "0+unknown"
+        globals()["__version__"] = found
+        return found
+    if name in ("mcp", "agui", "ray"):  # optional extras: importing them says which `pip install 'imp[...]'` they need
         return importlib.import_module(f"imp.{name}")
     module = _LAZY.get(name)
     if module is None:
@@ -125,6 +140,7 @@ __all__ = [
     "Adapter",
     "AdapterParseError",
     "Allow",
+    "Audio",
     "AuthenticationError",
     "BadRequest",
     "BootstrapFewShot",
@@ -145,11 +161,13 @@ __all__ = [
     "Example",
     "ExecutionCancelled",
     "Field",
+    "File",
     "Finish",
     "FunctionProgram",
     "GEPA",
     "Guidance",
     "History",
+    "Image",
     "ImpError",
     "InputField",
     "InvalidInputError",
@@ -161,10 +179,12 @@ __all__ = [
     "LMResponse",
     "LabeledFewShot",
     "LoadError",
+    "MediaRefused",
     "MissingInputError",
     "NotFound",
     "OptimizationResult",
     "OutputField",
+    "ParseLimits",
     "Pending",
     "PendingCall",
     "Predict",
@@ -177,6 +197,7 @@ __all__ = [
     "ReAct",
     "ReActStepError",
     "ReActTrajectory",
+    "ResponseTooLarge",
     "ResumeError",
     "Retry",
     "SaveError",

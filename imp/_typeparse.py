@@ -14,6 +14,7 @@ from typing import Any, Literal, Union
 
 from imp._annotation import history_type
 from imp.errors import SignatureError
+from imp.media import MEDIA_CLASSES
 
 __all__ = ["parse_type", "type_to_text"]
 
@@ -38,6 +39,7 @@ _SIMPLE: dict[str, Any] = {
     "any": Any,
     "None": type(None),
     "null": type(None),
+    **MEDIA_CLASSES,
 }
 _GENERIC = {"array", "list", "List", "dict", "Dict", "Optional", "Union", "Literal", "enum", "class"}
 _KNOWN = sorted({*_SIMPLE, *_GENERIC, "History"})
@@ -74,7 +76,9 @@ class _Parser:
     def parse(self) -> Any:
         result = self.union()
         if self.peek():
-            raise self.error(f"unexpected `{self.text[self.pos]}` after the type")
+            char = self.text[self.pos]
+            hint = '; a description is written in double quotes: `name: type "description"`' if char == "'" else ""
+            raise self.error(f"unexpected `{char}` after the type{hint}")
         return result
 
     def union(self) -> Any:

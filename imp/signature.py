@@ -16,13 +16,18 @@ from types import MappingProxyType
 from typing import Any, Literal, TypedDict, Unpack
 
 import pydantic
+import pydantic_core
 
 from imp._annotation import admits_none, base_annotation, is_history
+from imp._field_names import RESERVED_INPUT_NAMES, RESERVED_OUTPUT_NAMES, name_problem, reserved_name_problem
 from imp._typeparse import parse_type, type_to_text
 from imp.errors import SignatureError
+from imp.media import media_in
 
 __all__ = [
     "MISSING",
+    "RESERVED_INPUT_NAMES",
+    "RESERVED_OUTPUT_NAMES",
     "Field",
     "FieldKind",
     "InputField",
@@ -30,12 +35,12 @@ __all__ = [
     "Signature",
     "SignatureLike",
     "as_signature",
+    "reserved_name_problem",
     "signature",
 ]
 
 FieldKind = Literal["input", "output"]
 _CONSTRAINT_KEYS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class _Missing:
@@ -71,6 +76,8 @@ class Field:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "constraints", MappingProxyType(dict(self.constraints)))
+        if "pattern" in self.constraints:
+            _check_pattern(self.name, self.constraints["pattern"])
 
     @cached_property
     def optional(self) -> bool:
@@ -148,6 +155,9 @@ class Field:
     def __hash__(self) -> int:
         return hash((self.name, self.kind))
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Field:
+        return self  # an immutable value (its constraints are a read-only mapping, which copy cannot copy)
+
     def __repr__(self) -> str:
         return f"Field({self.name!r}, {self.kind}, {type_to_text(self.annotation)})"
 
@@ -180,6 +190,15 @@ def _choices_first(annotation: Any) -> Any:
         rebuilt = tuple(a if a is Ellipsis else _choices_first(a) for a in args)
         return annotation if all(r is a for r, a in zip(rebuilt, args, strict=True)) else origin[rebuilt]
     return annotation
+
+
+def _check_pattern(name: str, pattern: Any) -> None:
+    """Refuse a pattern the linear-time (Rust) engine cannot run: one from a saved file must not backtrack."""
+    try:
+        pydantic_core.SchemaValidator(pydantic_core.core_schema.str_schema(pattern=pattern))
+    except (pydantic_core.SchemaError, TypeError) as exc:
+        why = f"{str(exc).strip().splitlines()[-1].strip()}; no look-around or back-references"
+        raise SignatureError(f"field `{name}`: the pattern {pattern!r:.80} cannot be used ({why})") from None
 
 
 def _make_type_adapter(annotation: Any, constraints: tuple[tuple[str, Any], ...]) -> pydantic.TypeAdapter[Any]:
@@ -394,6 +413,9 @@ class Signature(metaclass=_SignatureMeta):
     def __hash__(self) -> int:
         return hash((tuple(self.inputs), tuple(self.outputs), self.instructions))
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Signature:
+        return self  # an immutable value: `copy.deepcopy(program)` shares it
+
     def __repr__(self) -> str:
         ins = ", ".join(self.inputs)
         outs = ", ".join(self.outputs)
@@ -444,14 +466,21 @@ def _default_instructions(inputs: Mapping[str, Field], outputs: Mapping[str, Fie
 def _check_fields(inputs: list[Field], outputs: list[Field]) -> None:
     seen: set[str] = set()
     for f in [*inputs, *outputs]:
-        if not _NAME.match(f.name):
-            raise SignatureError(f"`{f.name}` is not a valid field name (letters, digits and _, not first a digit)")
+        problem = name_problem(f.name, f.kind)
+        if problem is not None:
+            raise SignatureError(problem)
         if f.name in seen:
             raise SignatureError(f"input and output fields must have distinct names, but found duplicates: '{f.name}'")
         seen.add(f.name)
         unknown = set(f.constraints) - set(_CONSTRAINT_KEYS)
         if unknown:
             raise SignatureError(f"field `{f.name}`: unknown constraint {sorted(unknown)}; known: {_CONSTRAINT_KEYS}")
+    for f in outputs:
+        if (media := media_in(f.annotation)) is not None:
+            raise SignatureError(
+                f"output `{f.name}` is {type_to_text(f.annotation)}: imp.{media.__name__} is an input type "
+                "(a model replies with text); make it an input, or the output a description of it"
+            )
 
 
 def _load_field(data: Mapping[str, Any], kind: FieldKind, known: Mapping[str, Any]) -> Field:
@@ -510,6 +539,9 @@ def _parse_side(text: str, offset: int, kind: FieldKind, source: str) -> list[Fi
             )
         name = match.group(1)
         name_at = at + match.start(1)
+        problem = reserved_name_problem(name, kind)
+        if problem is not None:
+            raise SignatureError(problem, text=source, position=name_at)
         if name in seen:
             raise SignatureError(f"the field `{name}` is declared twice", text=source, position=name_at)
         seen.add(name)

@@ -20,9 +20,11 @@ from imp._annotation import choices as _choices
 from imp._annotation import is_enum as _is_enum
 from imp._json import loads as load_json
 from imp._json import loads_object as load_json_object
+from imp._json import loads_strict as load_json_strict
 from imp._json import unwrap_fence
 from imp._typeparse import type_to_text
 from imp.errors import ImpError, InvalidInputError
+from imp.media import Audio, File, Image, Media, media_marker
 from imp.signature import Field
 
 __all__ = [
@@ -35,7 +37,10 @@ __all__ = [
     "format_requirement",
     "json_schema_hint",
     "load_json",
+    "holds_media",
     "load_json_object",
+    "media_description",
+    "media_text",
     "render_value",
     "type_name",
     "unwrap_fence",
@@ -71,6 +76,9 @@ _PLAIN = {
     dict: "object",
     list: "list",
     Any: "any value",
+    Image: "image",
+    Audio: "audio",
+    File: "document",
 }
 _PLURAL = {
     "string": "strings",
@@ -82,6 +90,9 @@ _PLURAL = {
     "ISO 8601 date": "ISO 8601 dates",
     "any value": "values",
     "list": "lists",
+    "image": "images",
+    "audio": "audio clips",
+    "document": "documents",
 }
 
 
@@ -137,11 +148,12 @@ def format_requirement(field: Field) -> str:
     return f"{article} {name}"
 
 
-def value_note(field: Field) -> str:
+def value_note(field: Field, *, by_alias: bool = True) -> str:
     """The `# note: the value you produce ...` hint beside an output's placeholder ("" for text), in DSPy's words.
 
     As DSPy does, the hint follows the declared annotation (only `Annotated[...]` is looked
-    through): `int | None` is described by its JSON schema, `int` as "a single int value".
+    through): `int | None` is described by its JSON schema, `int` as "a single int value". The XML
+    adapter asks for its schema by field names (`by_alias=False`), the names its tags are.
     """
     annotation = field.annotation
     while typing.get_origin(annotation) is typing.Annotated:
@@ -158,12 +170,13 @@ def value_note(field: Field) -> str:
         return "must exactly match (no extra characters) one of: " + "; ".join(
             str(a) for a in typing.get_args(annotation)
         )
-    return "must adhere to the JSON schema: " + json.dumps(json_schema_hint(annotation), ensure_ascii=False)
+    hint = json_schema_hint(annotation, by_alias=by_alias)
+    return "must adhere to the JSON schema: " + json.dumps(hint, ensure_ascii=False)
 
 
-def json_schema_hint(annotation: Any) -> Any:
+def json_schema_hint(annotation: Any, *, by_alias: bool = True) -> Any:
     """An annotation's JSON schema as prompts show it: keys sorted, `type` first, at every level."""
-    return _type_first(pydantic.TypeAdapter(annotation).json_schema())
+    return _type_first(pydantic.TypeAdapter(annotation).json_schema(by_alias=by_alias))
 
 
 def _type_first(node: Any) -> Any:
@@ -183,8 +196,50 @@ def dump_json(value: Any) -> str:
     return json.dumps(to_jsonable_python(value), ensure_ascii=False)
 
 
-def render_value(value: Any, field: Field | None = None) -> str:
-    """How a value is written into a prompt."""
+def holds_media(value: Any) -> bool:
+    """Whether a value is, or holds, media an adapter places as content parts (see `media_text`)."""
+    if isinstance(value, Media):
+        return True
+    if isinstance(value, list | tuple):
+        return bool(value) and all(isinstance(v, Media) for v in value)
+    parts = getattr(value, "content_parts", None)
+    return callable(parts) and not isinstance(value, type)
+
+
+def media_description(value: Any) -> str:
+    """A value holding media as plain text: each media value by its short description."""
+    if isinstance(value, Media):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "\n".join(str(v) for v in value)
+    if isinstance(value, str):
+        return str.__str__(value)  # a result that is its own text (an MCP result)
+    parts = value.content_parts()
+    return "".join(str(p) for p in parts)
+
+
+def media_text(value: Any, origin: str | None) -> str | None:
+    """A media value (or a list of them, or a result holding media, such as an MCP tool's) written as
+    markers the adapter turns into content parts where they stand; None for anything else."""
+    if isinstance(value, Media):
+        return media_marker(value, origin)
+    if isinstance(value, list | tuple) and value and all(isinstance(v, Media) for v in value):
+        return "\n".join(media_marker(v, origin) for v in value)
+    parts = getattr(value, "content_parts", None)
+    if callable(parts) and not isinstance(value, type):
+        return "".join(p if isinstance(p, str) else media_marker(p, origin) for p in parts())
+    return None
+
+
+def render_value(value: Any, field: Field | None = None, *, origin: str | None = None) -> str:
+    """How a value is written into a prompt (a media value: a marker the adapter places as a part)."""
+    if type(value) is str:
+        return value
+    if origin is None and field is not None:
+        origin = f"the {field.kind} `{field.name}`"
+    marked = media_text(value, origin)
+    if marked is not None:
+        return marked
     if isinstance(value, str):
         return value
     if value is None:
@@ -295,7 +350,7 @@ def _coerce_union(field: Field, text: str, members: list[Any]) -> Any:
         if choices is not None and any(isinstance(c, str) and c == body for c in choices):
             return coerce_text(_member(field, member), text)
     try:
-        candidate = json.loads(body)
+        candidate = load_json_strict(body)
     except ValueError:
         pass
     else:
@@ -432,7 +487,9 @@ def check_input(field: Field, value: Any) -> None:
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
-        reason = first.get("msg", "invalid value")
+        reason = str(first.get("msg", "invalid value")).removeprefix(
+            "Value error, "
+        )  # pydantic's word for a check of ours
         at = f" at `{where}`" if where else ""
         raise InvalidInputError(
             field.name,

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from imp.adapters._registry import ADAPTER_NAMES
 from imp.adapters.base import Adapter
 
 __all__ = ["ADAPTER_NAMES", "as_adapter"]
 
 
-def as_adapter(value: Any, *, option: str = "adapter") -> Adapter | None:
+def as_adapter(value: object, *, option: str = "adapter") -> Adapter | None:
     """An Adapter instance for `adapter=...`: an instance as is, a class instantiated, a name looked up.
 
     None stays None (the program uses the configured adapter). Anything else is refused with a

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from imp.adapters._split import FieldSplitter
 from imp.adapters._template_text import TemplateError
@@ -95,7 +94,7 @@ class Form:
             out.append(text)
         return "".join(out).strip()
 
-    def check_value(self, name: str, value: Any) -> None:
+    def check_value(self, name: str, value: object) -> None:
         """Refuse a value that holds the text read as the end of its place (it would be read back cut short)."""
         for i, item in enumerate(self.fields):
             pattern = self.patterns[i + 1]

@@ -26,7 +26,7 @@ from imp.adapters._template_text import (
 from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, Guidance, LMLike, loop_lines, message_name
 from imp.adapters.json import JSONAdapter
 from imp.errors import AdapterParseError
-from imp.records import Message
+from imp.records import Message, with_placed_media
 from imp.signature import Field, Signature
 from imp.values import render_value
 
@@ -448,7 +448,7 @@ class TemplateAdapter(Adapter):
             messages.extend(request)  # type: ignore[arg-type]
         if self._prefill is not None:
             messages.append({"role": "assistant", "content": self._prefill})
-        return messages
+        return with_placed_media(messages)
 
     def _system_text(self, signature: Signature, values: Mapping[str, object], opts: FormatOptions) -> str:
         """The system message, through `system_renderer` when one is given (its default sees the inputs)."""
@@ -586,7 +586,7 @@ class TemplateJSONAdapter(TemplateAdapter):
             return JSONAdapter().parse_text(signature, text)
         except AdapterParseError as exc:
             raise AdapterParseError(
-                str(exc), adapter=self.name, fields=exc.fields, completion=text, parsed=exc.parsed
+                exc.message, adapter=self.name, fields=exc.fields, completion=text, parsed=exc.parsed
             ) from None
 
     @property

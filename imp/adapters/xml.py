@@ -6,17 +6,20 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic_core import to_jsonable_python
+import pydantic
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from imp._json import check_size
 from imp.adapters._fields import field_descriptions
 from imp.adapters._registry import register_adapter
 from imp.adapters._split import FieldSplitter, Splitter, with_plain_text
 from imp.adapters._xml_values import (
     Budget,
+    Tags,
     element_bounds,
     escape,
     read_value,
-    structured,
+    skeleton,
     takes_tags,
     to_xml,
     unescape,
@@ -29,7 +32,6 @@ from imp.values import coerce_text, coerce_value, render_value, value_note
 
 __all__ = ["XMLAdapter"]
 
-MAX_REPLY_CHARS = 1_000_000
 _FORBIDDEN = re.compile(r"<!DOCTYPE|<!ENTITY|<\?xml", re.IGNORECASE)
 
 
@@ -47,9 +49,11 @@ class XMLAdapter(Adapter):
         )
         sections = [f"<{n}>\n{{{n}}}\n</{n}>" for n in signature.inputs]
         for name, f in signature.outputs.items():
-            note = value_note(f)
+            note = value_note(f, by_alias=False)
+            # A structured value's nested tags in place of the placeholder, as DSPy shows them.
+            layout = skeleton(f.annotation) or f"{{{name}}}"
             sections.append(
-                f"<{name}>\n{{{name}}}"
+                f"<{name}>\n{layout}"
                 + (f"        # note: the value you produce {note}" if note else "")
                 + f"\n</{name}>"
             )
@@ -73,7 +77,9 @@ class XMLAdapter(Adapter):
             if name not in outputs:
                 body = escape(missing_message)
             else:
-                value = to_jsonable_python(outputs[name])
+                field = signature.outputs[name]
+                value = _tag_data(field, outputs[name]) if takes_tags(field.annotation) else outputs[name]
+                value = to_jsonable_python(value)
                 body = to_xml(value) if isinstance(value, dict | list) else escape(render_value(outputs[name]))
             parts.append(f"<{name}>\n{body}\n</{name}>")
         return "\n\n".join(parts)
@@ -81,12 +87,18 @@ class XMLAdapter(Adapter):
     def response_instruction(self, signature: Signature) -> str | None:
         tags = ", then ".join(f"`<{n}>`" for n in signature.outputs)
         text = f"Respond with the corresponding output fields wrapped in XML tags {tags}."
-        nested = [n for n, f in signature.outputs.items() if structured(f.annotation)]
+        nested = {n: skeleton(f.annotation) for n, f in signature.outputs.items() if takes_tags(f.annotation)}
         if nested:
-            text += " Use nested tags for structured values: `<item>` for each list item, a tag per key for objects."
+            text += " Use nested tags for structured values: `<item>` for each list item, a tag per key for objects"
+            shown = [f"<{n}>{layout}</{n}>" for n, layout in nested.items() if layout]
+            text += (": " + " ".join(shown) + ".") if shown else "."
         return text
 
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
+        try:
+            check_size(text, "XML")
+        except ValueError as exc:
+            raise AdapterParseError(str(exc), adapter=self.name, completion=text) from None
         plain = self.text_field_reply(signature, text)
         if plain is not None:
             return plain
@@ -94,15 +106,12 @@ class XMLAdapter(Adapter):
             raise AdapterParseError(
                 "XML declarations, doctypes, and entities are not allowed", adapter=self.name, completion=text
             )
-        if len(text) > MAX_REPLY_CHARS:
-            raise AdapterParseError(
-                f"the reply is longer than {MAX_REPLY_CHARS} characters", adapter=self.name, completion=text
-            )
         found: dict[str, Any] = {}
         budget = Budget()
         try:
+            tags = Tags.read(text, budget)
             for name, f in signature.outputs.items():
-                bounds = element_bounds(text, name)
+                bounds = element_bounds(text, name, tags=tags)
                 if bounds is None:
                     continue
                 inner = text[bounds[0] : bounds[1]]
@@ -147,7 +156,18 @@ def _decode(text: str) -> str:
     return _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
 
 
-def _coerce(field: Field, value: object) -> Any:
+def _tag_data(field: Field, value: Any) -> Any:
+    """A structured value as JSON-like data keyed by field names, as DSPy writes it: a pydantic
+    alias need not be an XML name (`postal code`), a field name always is; reading maps it back.
+    A value that does not validate (a demo's partial object) is written as it was given."""
+    adapter = field.type_adapter
+    try:
+        return adapter.dump_python(adapter.validate_python(value), mode="json", by_alias=False)
+    except (pydantic.ValidationError, PydanticSerializationError, TypeError, ValueError):
+        return value
+
+
+def _coerce(field: Field, value: Any) -> Any:
     if isinstance(value, str):
         return coerce_text(field, value)
     if value is None and not field.optional:

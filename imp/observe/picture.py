@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from imp._json import loads_strict
 from imp._redact import redact, redact_text
 from imp.prediction import Prediction
 from imp.runtime.events import (
@@ -130,11 +131,24 @@ def load_events(path: str | Path) -> list[Event]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = loads_strict(line)
         except ValueError as exc:
             raise ValueError(f"{path}:{number} is not a JSON event line: {exc}") from None
         events.append(_event(data, f"{path}:{number}"))
     return events
+
+
+def _number(value: object, where: str, name: str) -> float:
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or abs(value) == float("inf"):
+        raise ValueError(f"{where}: `{name}` is a number, got {value!r:.80}")
+    return float(value)
+
+
+def _count(value: object) -> int:
+    """A count from a recorded payload; anything else (a hostile file's text) counts as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _event(data: object, where: str) -> Event:
@@ -143,14 +157,20 @@ def _event(data: object, where: str) -> Event:
     if not isinstance(data, Mapping) or not isinstance(data.get("kind"), str):
         raise ValueError(f"{where}: an event is an imp.Event or its dump() with a `kind`, got {data!r:.80}")
     payload = {k: v for k, v in data.items() if k not in ("seq", "call_id", "parent_id", "kind", "at")}
+    parent = data.get("parent_id")
     return Event(
-        int(data.get("seq") or 0),
+        int(_number(data.get("seq"), where, "seq")),
         str(data.get("call_id") or "call"),
-        data.get("parent_id"),
+        None if parent is None else str(parent),
         data["kind"],
-        float(data.get("at") or 0.0),
+        _number(data.get("at"), where, "at"),
         payload,
     )
+
+
+def _name(value: object) -> str | None:
+    """A name from a recorded payload, as text (None stays None)."""
+    return None if value is None else str(value)
 
 
 def _text(value: object) -> str:
@@ -207,11 +227,15 @@ def _turn_step(number: int, turn: Mapping[str, Any]) -> Step:
     thought = turn.get(_THOUGHT)
     if isinstance(thought, str) and thought:
         step.thought = redact_text(thought)
-    results = {r.get("id"): r for r in turn.get(_RESULTS) or () if isinstance(r, Mapping)}
-    for call in turn.get(_CALLS) or ():
+    results_list = turn.get(_RESULTS)
+    calls = turn.get(_CALLS)
+    results = {
+        str(r.get("id")): r for r in (results_list if isinstance(results_list, list) else ()) if isinstance(r, Mapping)
+    }
+    for call in calls if isinstance(calls, list) else ():
         if not isinstance(call, Mapping):
             continue
-        result = results.get(call.get("id"), {})
+        result = results.get(str(call.get("id")), {})
         error = result.get("error")
         step.tools.append(
             ToolRow(
@@ -220,7 +244,7 @@ def _turn_step(number: int, turn: Mapping[str, Any]) -> Step:
                 arguments=call.get("arguments"),
                 output=result.get("result"),
                 error=_text(error) if error is not None else None,
-                outcome=result.get("outcome"),
+                outcome=None if result.get("outcome") is None else str(result.get("outcome")),
             )
         )
     return step
@@ -260,14 +284,14 @@ class _Builder:
         picture = self.picture
         match payload:
             case RunStarted():
-                picture.calls[call_id] = payload.program
+                picture.calls[call_id] = str(payload.program)
                 if self.root is None:
                     self.root = call_id
-                    picture.program = payload.program
+                    picture.program = picture.calls[call_id]
             case RunFinished() if call_id == self.root:
-                picture.reason = payload.termination_reason
-                picture.cause = payload.termination_cause
-                picture.complete = payload.complete
+                picture.reason = _name(payload.termination_reason)
+                picture.cause = _name(payload.termination_cause)
+                picture.complete = payload.complete if isinstance(payload.complete, bool) else None
                 picture.duration = at
             case RunFailed() if call_id == self.root:
                 picture.error = _text(payload.error)
@@ -321,7 +345,7 @@ class _Builder:
                     bar, row = tool
                     bar.end = at
                     row.output = payload.output
-                    row.outcome = payload.outcome
+                    row.outcome = _name(payload.outcome)
                     row.duration = payload.duration
                     if payload.error is not None:
                         row.error = bar.error = _text(payload.error)
@@ -343,11 +367,12 @@ class _Builder:
         bar, step = opened
         bar.end = at
         usage = payload.usage
-        step.input_tokens = usage.input_tokens if usage is not None else 0
-        step.output_tokens = usage.output_tokens if usage is not None else 0
+        # A loaded file's payload may hold anything where a number or a name belongs (a hostile file).
+        step.input_tokens = _count(usage.input_tokens) if usage is not None else 0
+        step.output_tokens = _count(usage.output_tokens) if usage is not None else 0
         step.duration = payload.duration if payload.duration is not None else bar.end - bar.start
-        step.finish_reason = payload.finish_reason
-        step.asked = list(payload.tool_calls)
+        step.finish_reason = _name(payload.finish_reason)
+        step.asked = [str(name) for name in payload.tool_calls] if isinstance(payload.tool_calls, tuple) else []
         self.picture.requests += 1
         self.picture.input_tokens += step.input_tokens
         self.picture.output_tokens += step.output_tokens

@@ -44,6 +44,8 @@ class ToolLoop:
     """The name of the loop's own tool (`submit`, `finish`), reserved."""
     label: ClassVar[str]
     """How errors name the program's factory (`imp.react`)."""
+    zero_iters: ClassVar[str]
+    """What a program built with `max_iters=0` is told to do instead (a call may give 0, a program not)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tools", tuple(as_tool(t, self.label) for t in self.tools))
@@ -58,6 +60,11 @@ class ToolLoop:
         if not isinstance(self.config, Mapping):
             raise TypeError(f"config must be a mapping of request options, got {type(self.config).__name__}")
         check_max_iters(self.max_iters)
+        if self.max_iters == 0:
+            raise ValueError(
+                f"{self.label}(max_iters=0): max_iters is how many tool steps one call may take (>= 1, 20 by "
+                f"default), so this program could never run a tool; {self.zero_iters}"
+            )
 
     @property
     def tool_names(self) -> list[str]:

@@ -39,6 +39,7 @@ from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
 from imp.tools import Tool, format_tool_result, forward_tool_event, run_tool_calls, tool
 from imp.tools.policy import validate_policy
+from imp.values import holds_media, render_value
 
 __all__ = ["FINISH", "MAX_TRIMS", "ReActTrajectory", "TrajectoryStep", "react_trajectory"]
 
@@ -57,8 +58,9 @@ class TrajectoryStep:
     thought: str
     tool_name: str
     tool_args: dict[str, Any]
-    observation: str | None = None
-    """The tool's result as the model reads it (None until the tool has run)."""
+    observation: Any = None
+    """The tool's result as the model reads it (None until the tool has run); a result holding media
+    (an image, an MCP tool's screenshot) is kept as it is, so the adapter places its media as media."""
 
     def sections(self) -> list[tuple[str, Any]]:
         """The step's parts in DSPy's trajectory order, named as DSPy names them (`thought`, `tool_name`, ...)."""
@@ -113,7 +115,10 @@ class _Turn:
                     "thought": s.thought,
                     "tool_name": s.tool_name,
                     "tool_args": plain(s.tool_args),
-                    "observation": s.observation,
+                    # a media observation is kept as its text form: pending data holds no media bytes
+                    "observation": s.observation
+                    if s.observation is None or isinstance(s.observation, str)
+                    else render_value(s.observation),
                 }
                 for s in self.steps
             ],
@@ -157,6 +162,7 @@ class ReActTrajectory(ToolLoop, Program):
     loop_tool: ClassVar[str] = FINISH
     resumable: ClassVar[bool] = True
     label: ClassVar[str] = "imp.react_trajectory"
+    zero_iters: ClassVar[str] = "a call that should go straight to the extraction gives its own max_iters=0"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -347,7 +353,7 @@ class ReActTrajectory(ToolLoop, Program):
                 on_event=forward_tool_event,
                 approved=(call.id,),
             )
-        last.observation = format_tool_result(result)
+        last.observation = result.result if result.ok and holds_media(result.result) else format_tool_result(result)
         return await self._loop(turn, max_iters)
 
     async def _loop(self, turn: _Turn, max_iters: int) -> tuple[str, str | None]:
@@ -377,7 +383,7 @@ class ReActTrajectory(ToolLoop, Program):
             if result.outcome == "deferred":  # the turn pauses; the step's observation waits for the decision
                 turn.deferred = result
                 return "awaiting_approval", None
-            step.observation = format_tool_result(result)
+            step.observation = result.result if result.ok and holds_media(result.result) else format_tool_result(result)
             if name == FINISH and result.ok:
                 return "finish", None
         return "extracted", "max_iters"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from imp._redact import redact, redact_text
-from imp.records import Message
+from imp.records import Message, content_text
 from imp.settings import process_settings
 
 if TYPE_CHECKING:
@@ -96,6 +96,8 @@ def _content(message: Message) -> str:
     content = message.get("content")
     if isinstance(content, str):
         return content
+    if isinstance(content, list):
+        return content_text(content)  # each media value as its short description, never its bytes
     return repr(redact(content))
 
 

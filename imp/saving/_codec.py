@@ -7,20 +7,26 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import math
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from imp._redact import is_secret_key
-from imp.adapters import Adapter, SavedAdapter, load_adapter, saved_adapter, saved_names
+from imp._redact import is_secret_key, is_secret_query_key
+from imp.adapters import Adapter, Guidance, SavedAdapter, load_adapter, saved_adapter, saved_names
 from imp.errors import ImpError, SignatureError
+from imp.media import MEDIA_KEY, Media
 from imp.models.base import LM
 from imp.models.scripted import ScriptedLM, StaticLM
 from imp.prediction import Example, Prediction
 from imp.programs.base import Program
+from imp.saving._trust import Refused, Trust, check_adapter_opts, check_config, check_keys, check_lm_section
 from imp.signature import Signature
 from imp.tools import Tool
+
+if TYPE_CHECKING:
+    from imp.models._http import HTTPLM
 
 __all__ = [
     "FUNCTION",
@@ -62,6 +68,8 @@ class ProgramKind:
     cls: type[Program]
     dump: Callable[[Any, Saver], dict[str, Any]]
     load: Callable[[Mapping[str, Any], Loader], Program]
+    keys: frozenset[str] | None = None
+    """The keys its saved form may hold (besides `kind`); a file with another is refused. None: unchecked."""
 
 
 KINDS: dict[str, ProgramKind] = {}
@@ -106,7 +114,7 @@ def _callables(registry: Mapping[str, object] | None) -> dict[str, Any]:
 def _drop_userinfo(url: str) -> str:
     parts = urlsplit(url)
     netloc = parts.netloc.rpartition("@")[2]
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_secret_key(k)])
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_secret_query_key(k)])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
@@ -145,10 +153,14 @@ class Saver:
                 self.value(v, f"{where}[{i}]", drop_secrets=drop_secrets, functions=functions)
                 for i, v in enumerate(value)
             ]
+        if isinstance(value, Guidance):
+            return {"lines": list(value.lines), "text_answer": value.text_answer}
         if isinstance(value, Example):
             return self.value(value.to_dict(), where, drop_secrets=drop_secrets, functions=functions)
         if isinstance(value, Prediction):
             return self.value(value.fields, where, drop_secrets=drop_secrets, functions=functions)
+        if isinstance(value, Media):
+            return value.dump()  # inline, checked by its SHA-256 on load (docs/media.md says why)
         if isinstance(value, enum.Enum):
             return self.value(value.value, where)
         if isinstance(value, _dt.datetime | _dt.date | _dt.time):
@@ -219,9 +231,16 @@ class Saver:
 class Loader:
     """What a kind's load function uses: functions and types from the registry, the LM to pin."""
 
-    def __init__(self, registry: Mapping[str, object] | None = None, *, lm: LM | None = None) -> None:
+    def __init__(
+        self,
+        registry: Mapping[str, object] | None = None,
+        *,
+        lm: LM | None = None,
+        trust_endpoint: bool | str | Iterable[str] = False,
+    ) -> None:
         self.registry = dict(registry or {})
         self.lm_override = lm
+        self.trust = Trust(trust_endpoint)
 
     def function(self, name: str, where: str) -> Callable[..., Any]:
         """The registry's function saved under `name` (a tool's runner when the entry is a tool)."""
@@ -255,6 +274,23 @@ class Loader:
             return [self.value(v, f"{where}[{i}]") for i, v in enumerate(value)]
         return value
 
+    def demos(self, saved: Any) -> tuple[Any, ...]:
+        """Saved demos, their media values read back (checked; never a path read or a URL fetched)."""
+        return tuple(self.media(d, f"demos[{i}]") for i, d in enumerate(saved or ()))
+
+    def media(self, value: Any, where: str) -> Any:
+        """A saved value with its saved media values (`{"$media": kind, ...}`) read back as values."""
+        if isinstance(value, Mapping):
+            if MEDIA_KEY in value:
+                try:
+                    return Media.load(value)
+                except (ValueError, TypeError) as exc:
+                    raise LoadError(f"{where}: {exc}") from None
+            return {k: self.media(v, f"{where}.{k}") for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.media(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return value
+
     def signature(self, data: Mapping[str, object]) -> Signature:
         """A saved signature; custom field types come from the registry by class name."""
         types = {k: v for k, v in self.registry.items() if isinstance(v, type)}
@@ -276,23 +312,101 @@ class Loader:
         return adapter
 
     def lm(self, data: object) -> LM | None:
-        """The LM to pin: `imp.load(..., lm=...)` if given, else one rebuilt from provider, model and options."""
+        """The LM to pin: `imp.load(..., lm=...)` if given, else one rebuilt from provider, model and
+        options, which the file may set only as `imp.saving._trust` allows."""
         if self.lm_override is not None:
             return self.lm_override
         if data is None:
             return None
-        if not isinstance(data, Mapping) or not isinstance(data.get("provider"), str):
-            raise LoadError("the saved lm must name a provider and a model")
         from imp.models import lm as make_lm
 
-        options = dict(data.get("options") or {})
-        return make_lm(f"{data['provider']}:{data['model']}", base_url=data.get("base_url"), **options)
+        try:
+            provider, model, base_url, options = check_lm_section(data, self.trust, _provider_url)
+        except Refused as exc:
+            raise LoadError(str(exc)) from None
+        # A named endpoint is here only because the caller trusted it: it gets the environment's key,
+        # which `imp.lm` on its own sends only to the provider's own service (docs/models.md).
+        api_key = _environment_key(provider) if base_url is not None else None
+        return make_lm(f"{provider}:{model}", base_url=base_url, api_key=api_key, **options)
+
+    def config(self, data: Any) -> dict[str, Any]:
+        """A program's saved request options, as `imp.saving._trust` allows them."""
+        try:
+            return check_config(data, self.trust)
+        except Refused as exc:
+            raise LoadError(str(exc)) from None
+
+    def adapter_opts(self, data: Any) -> dict[str, Any]:
+        """A program's saved adapter options: renderers resolved from the registry, the rest typed."""
+        try:
+            check_adapter_opts(data, FUNCTION)
+        except Refused as exc:
+            raise LoadError(str(exc)) from None
+        resolved: dict[str, Any] = self.value(dict(data or {}), "adapter_opts")
+        if resolved.get("guidance") is not None:
+            resolved["guidance"] = _guidance(resolved["guidance"])
+        return resolved
+
+    def fields(self, data: Any, allowed: Iterable[str], where: str) -> Mapping[str, Any]:
+        """An object of the file whose keys are all known (an unknown one is refused, naming it)."""
+        try:
+            return check_keys(data, allowed, where)
+        except Refused as exc:
+            raise LoadError(str(exc)) from None
 
     def program(self, data: Mapping[str, object]) -> Program:
         """A nested program from its payload."""
+        if not isinstance(data, Mapping):
+            raise LoadError(f"a saved program is an object, got {type(data).__name__}")
         name = data.get("kind")
         kind = KINDS.get(name) if isinstance(name, str) else None
         if kind is None:
             known = ", ".join(sorted(KINDS))
             raise LoadError(f"unknown program kind {name!r} (this imp loads: {known})")
+        if kind.keys is not None:
+            self.fields(data, {"kind", *kind.keys}, f"the saved {name} program")
         return kind.load(data, self)
+
+
+def _provider_url(provider: str) -> str:
+    """A provider's own endpoint (the one a file may name without the caller's word)."""
+    return _provider_class(provider).default_base_url
+
+
+def _environment_key(provider: str) -> str | None:
+    """The key in the provider's environment variable (`OPENAI_API_KEY`, ...), if it is set."""
+    name = _provider_class(provider).api_key_env
+    return (os.environ.get(name) or None) if name else None
+
+
+def _provider_class(provider: str) -> type[HTTPLM]:
+    """The client class of a provider a file names (its modules load only here, when a file names it)."""
+    from imp.models import PROVIDERS
+
+    cls: type[HTTPLM]
+    if provider == "openai":
+        from imp.models.openai import OpenAILM as cls
+    elif provider == "openai-responses":
+        from imp.models.openai_responses import OpenAIResponsesLM as cls
+    elif provider == "openrouter":
+        from imp.models.openai import OpenRouterLM as cls
+    elif provider == "anthropic":
+        from imp.models.anthropic import AnthropicLM as cls
+    else:
+        raise Refused(f"the saved lm names the provider {provider!r}; imp knows {', '.join(PROVIDERS)}")
+    return cls
+
+
+def _guidance(data: Mapping[str, Any]) -> Guidance:
+    """A saved `guidance` option: `{"lines": [...], "text_answer": bool}`, as `Saver.value` writes it."""
+    unknown = sorted(str(k) for k in data if k not in ("lines", "text_answer"))
+    lines = data.get("lines", [])
+    text_answer = data.get("text_answer", False)
+    if unknown or not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+        raise LoadError(
+            'adapter_opts.guidance is {"lines": [strings], "text_answer": true or false}'
+            + (f"; it has unknown keys {unknown}" if unknown else "")
+        )
+    if not isinstance(text_answer, bool):
+        raise LoadError("adapter_opts.guidance.text_answer is true or false")
+    return Guidance(lines=tuple(lines), text_answer=text_answer)

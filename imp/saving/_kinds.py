@@ -58,9 +58,9 @@ def _predict_loader(cls: type[Predict]) -> Callable[[Mapping[str, Any], Loader],
             signature=loader.signature(data["signature"]),
             lm=loader.lm(data.get("lm")),
             adapter=loader.adapter(data.get("adapter")),
-            demos=tuple(data.get("demos") or ()),
-            config=dict(data.get("config") or {}),
-            adapter_opts=loader.value(dict(data.get("adapter_opts") or {}), "adapter_opts"),
+            demos=loader.demos(data.get("demos")),
+            config=loader.config(data.get("config")),
+            adapter_opts=loader.adapter_opts(data.get("adapter_opts")),
             json_fallback=bool(data.get("json_fallback", True)),
             **_load_checks(data, loader),
         )
@@ -68,8 +68,11 @@ def _predict_loader(cls: type[Predict]) -> Callable[[Mapping[str, Any], Loader],
     return load_predict
 
 
-register_program_kind(ProgramKind("predict", Predict, _dump_predict, _predict_loader(Predict)))
-register_program_kind(ProgramKind("chain_of_thought", ChainOfThought, _dump_predict, _predict_loader(ChainOfThought)))
+_PREDICT_KEYS = frozenset({"signature", "demos", "config", "adapter", "adapter_opts", "json_fallback", "lm"})
+register_program_kind(ProgramKind("predict", Predict, _dump_predict, _predict_loader(Predict), _PREDICT_KEYS))
+register_program_kind(
+    ProgramKind("chain_of_thought", ChainOfThought, _dump_predict, _predict_loader(ChainOfThought), _PREDICT_KEYS)
+)
 
 
 # --- ReAct ------------------------------------------------------------------------------------------
@@ -88,7 +91,13 @@ def _dump_tool(tool: Tool, saver: Saver) -> dict[str, Any]:
     } | ({"requires_approval": True} if tool.requires_approval else {})
 
 
+_TOOL_KEYS = frozenset(
+    {"name", "description", "parameters", "runner", "timeout", "sequential", "call_with", "metadata"}
+)
+
+
 def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:
+    loader.fields(data, _TOOL_KEYS, "a saved tool")
     name = str(data["name"])
     runner_name = str(data["runner"])
     parameters = dict(data.get("parameters") or {})
@@ -154,9 +163,9 @@ def _load_tool_loop(data: Mapping[str, Any], loader: Loader) -> dict[str, Any]:
         "tools": tuple(_load_tool(t, loader) for t in data.get("tools") or ()),
         "lm": loader.lm(data.get("lm")),
         "adapter": loader.adapter(data.get("adapter")),
-        "demos": tuple(data.get("demos") or ()),
-        "config": dict(data.get("config") or {}),
-        "adapter_opts": loader.value(dict(data.get("adapter_opts") or {}), "adapter_opts"),
+        "demos": loader.demos(data.get("demos")),
+        "config": loader.config(data.get("config")),
+        "adapter_opts": loader.adapter_opts(data.get("adapter_opts")),
         "max_iters": int(data.get("max_iters", 20)),
         "tool_policy": loader.value(data.get("tool_policy", "allow"), "tool_policy"),
     }
@@ -178,7 +187,19 @@ def _load_react(data: Mapping[str, Any], loader: Loader) -> Program:
     )
 
 
-register_program_kind(ProgramKind("react", ReAct, _dump_react, _load_react))
+_LOOP_KEYS = frozenset(
+    {"signature", "tools", "demos", "config", "adapter", "adapter_opts", "max_iters", "tool_policy", "lm"}
+)
+_REACT_KEYS = _LOOP_KEYS | {
+    "finish",
+    "finish_on",
+    "last_request_note",
+    "last_request_tools",
+    "unsent_note",
+    "history_replay",
+    "extract_instructions",
+}
+register_program_kind(ProgramKind("react", ReAct, _dump_react, _load_react, _REACT_KEYS))
 
 
 # --- ReActTrajectory ---------------------------------------------------------------------------------
@@ -192,5 +213,9 @@ def _load_react_trajectory(data: Mapping[str, object], loader: Loader) -> Progra
     return ReActTrajectory(**_load_tool_loop(data, loader))
 
 
-register_program_kind(ProgramKind("react_trajectory", ReActTrajectory, _dump_react_trajectory, _load_react_trajectory))
-register_program_kind(ProgramKind("function", FunctionProgram, dump_function, load_function))
+register_program_kind(
+    ProgramKind("react_trajectory", ReActTrajectory, _dump_react_trajectory, _load_react_trajectory, _LOOP_KEYS)
+)
+register_program_kind(
+    ProgramKind("function", FunctionProgram, dump_function, load_function, frozenset({"function", "program"}))
+)

@@ -18,6 +18,7 @@ from imp.history import History, Step, ToolCall, ToolResult
 from imp.models.base import Message
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import CALLS_FIELD, SUBMIT, THOUGHT_FIELD, TurnState
+from imp.records import with_text
 from imp.signature import Signature
 from imp.tools import Tool
 from imp.values import render_value, type_name
@@ -73,7 +74,7 @@ def step_messages(
         section = spec.adapter.field_section(THOUGHT_FIELD, moved)
         last = messages[-1]
         if last["role"] == "user" and not last.get("tool_call_id"):
-            messages[-1] = {**last, "content": f"{last['content']}\n\n{section}".strip()}
+            messages[-1] = {**last, "content": with_text(last.get("content"), section)}
         else:
             messages.append({"role": "user", "content": section})
     return messages

@@ -95,6 +95,10 @@ class ReAct(ToolLoop, Program):
     resumable: ClassVar[bool] = True
     loop_tool: ClassVar[str] = SUBMIT
     label: ClassVar[str] = "imp.react"
+    zero_iters: ClassVar[str] = (
+        "for one last request on a history you hold, give max_iters=0 to that call: "
+        "imp.call(program, history=..., max_iters=0, last_request_note=...)"
+    )
 
     def __post_init__(self) -> None:
         if getattr(self.tools, "refreshes_tools", False):

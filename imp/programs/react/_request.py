@@ -280,7 +280,7 @@ def extract_written_calls(text: str, step: int) -> list[ToolCall]:
     return [c for c in calls if c is not None]
 
 
-def written_calls(items: Sequence[Any], step: int) -> list[ToolCall]:
+def written_calls(items: Sequence[object], step: int) -> list[ToolCall]:
     """The calls an LM wrote in its `tool_calls` output."""
     calls = [_as_call(item, step, index) for index, item in enumerate(items)]
     return [c for c in calls if c is not None]
