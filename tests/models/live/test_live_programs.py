@@ -157,7 +157,9 @@ async def test_a_validator_re_asks_a_real_model_with_the_reason(
     try:
         prediction = await imp.call(program, question=QUESTION)
     except imp.ValidationFailed as failed:  # a small model may answer unreadably every time
-        assert len(failed.attempts) == 3
+        # three attempts, and the JSON fallback's when the third was unreadable too (checked the same way)
+        assert len(failed.attempts) in (3, 4)
+        assert all(a["outputs"] is None for a in failed.attempts[:3]) or refused
         return
     calls = prediction.metadata.lm_calls
     assert calls >= 2 and prediction.metadata.usage.requests == calls and refused
