@@ -39,10 +39,13 @@ from imp.errors import (
     RateLimited,
     ReActStepError,
     ResponseTooLarge,
+    ResumeError,
+    Retry,
     SignatureError,
     StreamBroken,
     ToolChoiceUnsupported,
     UnsupportedOption,
+    ValidationFailed,
 )
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
 from imp.media import Audio, File, Image
@@ -76,6 +79,7 @@ from imp.programs import (
     react,
     react_trajectory,
 )
+from imp.programs.pending import Pending, PendingCall
 from imp.programs.stream import StreamPart, stream
 from imp.runtime.deadline import deadline
 from imp.runtime.journal import idempotency_key
@@ -84,7 +88,7 @@ from imp.runtime.run import Event, buffered_sink
 from imp.runtime.trace import inspect_history
 from imp.settings import Settings, configure, context, settings
 from imp.signature import Field, InputField, OutputField, Signature, signature
-from imp.tools import Allow, Cancel, Deny, ExecutionCancelled, Tool, ToolError, tool
+from imp.tools import Allow, Cancel, Defer, Deny, ExecutionCancelled, Tool, ToolError, tool
 
 if TYPE_CHECKING:
     __version__: str
@@ -157,6 +161,7 @@ __all__ = [
     "ContentFiltered",
     "ContextWindowExceeded",
     "DeadlineExceeded",
+    "Defer",
     "Deny",
     "EvaluationError",
     "EvaluationReport",
@@ -190,6 +195,8 @@ __all__ = [
     "OptimizationResult",
     "OutputField",
     "ParseLimits",
+    "Pending",
+    "PendingCall",
     "Predict",
     "Prediction",
     "PredictionMetadata",
@@ -201,6 +208,8 @@ __all__ = [
     "ReActStepError",
     "ReActTrajectory",
     "ResponseTooLarge",
+    "ResumeError",
+    "Retry",
     "SQLiteJournal",
     "SQLiteSessions",
     "SaveError",
@@ -224,6 +233,7 @@ __all__ = [
     "ToolResult",
     "UnsupportedOption",
     "Usage",
+    "ValidationFailed",
     "XMLAdapter",
     "assistant",
     "buffered_sink",

@@ -7,6 +7,9 @@
     ├── AdapterParseError ·················· a reply that does not fit the output fields
     ├── DeadlineExceeded (TimeoutError) ···· the current `imp.deadline` passed
     ├── ReActStepError ····················· the last request of a ReAct turn failed
+    ├── ResumeError (ValueError) ··········· decisions that cannot resume a paused turn (none run)
+    ├── Retry ······························ raised by a validator: "this answer is wrong because ..."
+    ├── ValidationFailed ··················· every attempt a validator allowed was refused
     ├── ToolError ·························· a tool's failure, in the tool's own words
     ├── JournalMismatch ···················· a replayed step no longer matches the run's journal
     ├── JournalError ······················· a journal that cannot be opened or read
@@ -70,11 +73,14 @@ __all__ = [
     "RateLimited",
     "ReActStepError",
     "ResponseTooLarge",
+    "ResumeError",
+    "Retry",
     "SignatureError",
     "StreamBroken",
     "ToolChoiceUnsupported",
     "ToolError",
     "UnsupportedOption",
+    "ValidationFailed",
     "lm_error_kind",
 ]
 
@@ -264,6 +270,39 @@ class ReActStepError(ImpError):
         self.history = history
         """The turn's `imp.History` up to the failure."""
         self.cause = cause
+        super().__init__(message)
+
+
+class ResumeError(ImpError, ValueError):
+    """Decisions that cannot resume a paused turn: a call without a decision, a decision for a call that
+    is not pending, a tool the program does not hold, approved arguments that do not fit the tool's
+    schema. Raised before anything runs."""
+
+    def __init__(self, message: str, *, undecided: Sequence[str] = ()) -> None:
+        self.undecided = tuple(undecided)
+        """The ids of the pending calls that got no decision."""
+        super().__init__(message)
+
+
+class Retry(ImpError):
+    """Raised by a validator (`validate=`) to refuse an answer: the model reads `reason` and answers again."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = str(reason)
+        super().__init__(self.reason)
+
+
+class ValidationFailed(ImpError):
+    """Every attempt a program's `max_retries` allowed was refused (by its validator, or unreadable).
+
+    `attempts` holds each one in order: a mapping with `outputs` (None when the reply could not be
+    read), `reply` (the reply's text, when there was one) and `reason` (why it was refused).
+    """
+
+    def __init__(self, message: str, *, attempts: Sequence[Mapping[str, Any]]) -> None:
+        self.attempts = tuple(dict(a) for a in attempts)
+        self.history: Any = None
+        """A tool loop's history up to the failure (None for a single request)."""
         super().__init__(message)
 
 

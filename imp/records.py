@@ -79,9 +79,10 @@ class Message(TypedDict, total=False):
     reasoning_data: NotRequired[Any]
 
 
-ToolOutcome = Literal["result", "refused", "auth_refused", "not_sent", "unknown"]
+ToolOutcome = Literal["result", "refused", "auth_refused", "not_sent", "unknown", "deferred"]
 """How a tool call ended: it ran, it was refused before running, authorization refused it,
-it was never sent, or its fate is unknown (it raised, timed out or was cancelled)."""
+it was never sent, its fate is unknown (it raised, timed out or was cancelled), or it waits for a
+decision from outside the run (`deferred`: an approval, or a result a person supplies)."""
 
 
 class UnreadArguments(dict[str, Any]):
@@ -193,7 +194,7 @@ class ToolResult:
     def load(cls, data: Mapping[str, Any]) -> ToolResult:
         """Read a result from its dump."""
         outcome = data.get("outcome", "result")
-        if outcome not in ("result", "refused", "auth_refused", "not_sent", "unknown"):
+        if outcome not in ("result", "refused", "auth_refused", "not_sent", "unknown", "deferred"):
             raise ValueError(f"unknown tool outcome {outcome!r}")
         return cls(
             id=str(data.get("id", "")),

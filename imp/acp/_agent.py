@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -250,7 +250,37 @@ class ImpAgent:
         session_id = session.context.session_id
         tail = ""  # the message text streamed since the last tool result
         prediction: imp.Prediction | None = None
-        parts = imp.stream(session.program, inputs, authorize=self._authorizer(session))
+        authorize = self._authorizer(session)
+        parts = imp.stream(session.program, inputs, authorize=authorize)
+        while True:
+            prediction, pending, tail = await self._show(session, parts, output_key, seen, tail)
+            if pending is None:
+                break
+            # A call that waits for approval: the editor's permission request is the decision.
+            decisions: dict[str, object] = {c.id: await self._decide(session, c) for c in pending.calls}
+            parts = imp.stream(session.program, resume=pending, decisions=decisions, authorize=authorize)
+        assert prediction is not None
+        history = prediction.metadata.history
+        if history is not None:
+            session.history = history
+            if self._store is not None:
+                self._store.save(session_id, history.dump())
+        answer = prediction.get(output_key)
+        if isinstance(answer, str) and answer and answer.strip() != tail.strip():  # e.g. given by a submit tool
+            await self._update(session_id, acp.update_agent_message_text(answer))
+        usage = prediction.metadata.usage
+        used = usage.input_tokens + usage.output_tokens if usage is not None else 0
+        if used:
+            await self._update(session_id, schema.UsageUpdate(session_update="usage_update", used=used, size=used))
+        return _stop_reason(prediction)
+
+    async def _show(
+        self, session: _Session, parts: AsyncIterator[imp.StreamPart], output_key: str, seen: _Seen, tail: str
+    ) -> tuple[imp.Prediction | None, imp.Pending | None, str]:
+        """Send one stream's parts to the editor: (the prediction, the pending turn when it paused, the message tail)."""
+        session_id = session.context.session_id
+        prediction: imp.Prediction | None = None
+        pending: imp.Pending | None = None
         async for part in parts:
             if part.kind == "field" and part.field == output_key:
                 tail += part.delta
@@ -259,6 +289,10 @@ class ImpAgent:
                 await self._update(session_id, acp.update_agent_thought_text(part.delta))
             elif part.kind == "tool_call" and part.tool_call_id:
                 arguments = part.arguments if isinstance(part.arguments, Mapping) else {}
+                if any(c.id == part.tool_call_id for c in seen.calls):  # a decided call runs: the editor knows it
+                    update = acp.update_tool_call(part.tool_call_id, status="in_progress", raw_input=part.arguments)
+                    await self._update(session_id, update)
+                    continue
                 seen.calls.append(imp.ToolCall(part.tool_call_id, part.tool_name or "tool", arguments))
                 tool = _tool_of(session.program, part.tool_name)
                 await self._update(
@@ -271,6 +305,8 @@ class ImpAgent:
                         raw_input=part.arguments,
                     ),
                 )
+            elif part.kind == "tool_result" and part.outcome == "deferred" and part.tool_call_id:
+                await self._update(session_id, acp.update_tool_call(part.tool_call_id, status="pending"))
             elif part.kind == "tool_result" and part.tool_call_id:
                 tail = ""
                 seen.results[part.tool_call_id] = imp.ToolResult(
@@ -289,20 +325,20 @@ class ImpAgent:
                 )
             elif part.kind == "final":
                 prediction = part.prediction
-        assert prediction is not None
-        history = prediction.metadata.history
-        if history is not None:
-            session.history = history
-            if self._store is not None:
-                self._store.save(session_id, history.dump())
-        answer = prediction.get(output_key)
-        if isinstance(answer, str) and answer and answer.strip() != tail.strip():  # e.g. given by a submit tool
-            await self._update(session_id, acp.update_agent_message_text(answer))
-        usage = prediction.metadata.usage
-        used = usage.input_tokens + usage.output_tokens if usage is not None else 0
-        if used:
-            await self._update(session_id, schema.UsageUpdate(session_update="usage_update", used=used, size=used))
-        return _stop_reason(prediction)
+            elif part.kind == "pending":
+                prediction, pending = part.prediction, part.pending
+        return prediction, pending, tail
+
+    async def _decide(self, session: _Session, call: imp.PendingCall) -> imp.Allow | imp.Deny:
+        """A waiting call's decision: the editor's answer to a permission request (an "always" answer
+        for its tool is remembered for the session)."""
+        remembered = session.always.get(call.tool)
+        if remembered is not None:
+            return imp.Allow() if remembered else imp.Deny("the user rejected this tool for the session")
+        tool = _tool_of(session.program, call.tool)
+        description = tool.description[:1000] if tool is not None else ""
+        request = AuthorizationRequest(call.id, call.tool, call.arguments, description)
+        return await self._ask(session, request)
 
     def _authorizer(self, session: _Session) -> Callable[[AuthorizationRequest], Awaitable[imp.Allow | imp.Deny]]:
         async def authorize(request: AuthorizationRequest) -> imp.Allow | imp.Deny:

@@ -1,5 +1,6 @@
 """Programs: Predict, ChainOfThought, and (later) the ReAct loop."""
 
+from imp.programs import _validate  # noqa: F401 - installs the checked call of a Predict with validate=
 from imp.programs.base import Program, call, call_sync
 from imp.programs.function import FunctionProgram, fn, out
 from imp.programs.predict import ChainOfThought, Predict, chain_of_thought, predict

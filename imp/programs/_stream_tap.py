@@ -15,7 +15,7 @@ from imp.signature import Signature
 
 __all__ = ["StreamPart", "StreamPartKind", "Tap", "current_tap", "streamed_request"]
 
-StreamPartKind = Literal["field", "reasoning", "tool_call", "tool_result", "retry", "final"]
+StreamPartKind = Literal["field", "reasoning", "tool_call", "tool_result", "retry", "pending", "final"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +26,10 @@ class StreamPart:
     - `reasoning`: `delta` is more of the provider's own reasoning text.
     - `tool_call` / `tool_result`: a `react` step's decided call (`arguments`) and its result
       (`output` or `error`, and `outcome`), with `tool_name` and `tool_call_id`.
-    - `retry`: the reply could not be read and is asked again (`reason`; the JSON fallback):
-      the fields' deltas start over.
+    - `retry`: the answer is asked again (`reason`): the reply could not be read, or the
+      program's validator refused it; the fields' deltas start over.
+    - `pending`: the turn paused awaiting decisions: `pending` is the `imp.Pending` (and
+      `prediction` the incomplete Prediction); it is the stream's last part.
     - `final`: `prediction` is the run's Prediction, what `imp.call` returns.
     """
 
@@ -42,6 +44,8 @@ class StreamPart:
     outcome: ToolOutcome | None = None
     reason: str | None = None
     prediction: Prediction | None = None
+    pending: Any = None
+    """The `imp.Pending` of a `pending` part."""
 
 
 @dataclass(slots=True)

@@ -33,6 +33,8 @@ class Program(abc.ABC):
     signature: Signature
     handles_deadline: ClassVar[bool] = False
     """True for programs that end their own work at the deadline (react returns an incomplete turn)."""
+    resumable: ClassVar[bool] = False
+    """True for programs whose turn can pause awaiting approval (`imp.call(..., resume=pending)`)."""
 
     @abc.abstractmethod
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
@@ -156,12 +158,16 @@ async def call(
     journal: Journal | None = None,
     session_id: str | None = None,
     sessions: SessionStore | None = None,
+    resume: object = None,
+    decisions: Mapping[str, object] | None = None,
     **fields: Any,
 ) -> Prediction:
     """Run a program on inputs (a mapping, keyword fields, or both) and return its Prediction.
 
     `authorize(request)` is asked before each tool call (`imp.Allow()`, `imp.Deny(reason)`,
-    `imp.Cancel(reason)`); `on_event(event)` receives the run's ordered, redacted events.
+    `imp.Cancel(reason)`, `imp.Defer(reason)`); `on_event(event)` receives the run's ordered,
+    redacted events. `resume=pending, decisions={call_id: ...}` continues a turn that paused
+    awaiting approval (`prediction.metadata.pending`), in this process or another.
     Under `imp.deadline`, a `predict` that does not finish in time raises `imp.DeadlineExceeded`;
     a `react` turn returns what it has, incomplete. With `run_id` and a `journal`
     (`imp.SQLiteJournal`, or `imp.configure(journal=...)`) the run's LM exchanges and tool calls are
@@ -176,16 +182,17 @@ async def call(
     if inputs is not None and not isinstance(inputs, Mapping):
         raise TypeError(f"inputs are a mapping of field names to values, got {type(inputs).__name__}")
     merged = {**inputs, **fields} if inputs else fields
+    options = _NO_OPTIONS if resume is None and decisions is None else _resume_options(program, resume, decisions)
     if run_id is not None or journal is not None or session_id is not None or sessions is not None:
-        return await _durable_call(program, merged, authorize, on_event, run_id, journal, session_id, sessions)
+        return await _durable_call(program, merged, authorize, on_event, run_id, journal, session_id, sessions, options)
     scope = current_journal_scope.get()
     if scope is not None:  # nested in a journaled run: this call's steps take the next position
         token = current_journal_scope.set(scope.child())
         try:
-            return await _call(program, merged, authorize, on_event)
+            return await _call(program, merged, authorize, on_event, options)
         finally:
             current_journal_scope.reset(token)
-    return await _call(program, merged, authorize, on_event)
+    return await _call(program, merged, authorize, on_event, options)
 
 
 async def _durable_call(
@@ -197,6 +204,7 @@ async def _durable_call(
     journal: Journal | None,
     session_id: str | None,
     sessions: SessionStore | None,
+    options: Mapping[str, Any],
 ) -> Prediction:
     """A call with a run id (a journaled run) or a session id (a kept conversation), or both."""
     if (session_id is None) != (sessions is None):
@@ -216,9 +224,9 @@ async def _durable_call(
 
     async def run_turn(given: dict[str, Any]) -> Prediction:
         if journal is None or run_id is None:
-            return await _call(program, given, authorize, on_event)
+            return await _call(program, given, authorize, on_event, options)
         result = await journal.run(
-            run_id, type(program).__name__, given, lambda: _call(program, given, authorize, on_event)
+            run_id, type(program).__name__, given, lambda: _call(program, given, authorize, on_event, options)
         )
         if not isinstance(result, Prediction):
             raise TypeError(f"{journal!r} returned {type(result).__name__} for a call, not a Prediction")
@@ -229,19 +237,25 @@ async def _durable_call(
     return await run_turn(inputs)
 
 
-async def _call(program: Program, merged: dict[str, Any], authorize: object, on_event: EventSink | None) -> Prediction:
+async def _call(
+    program: Program,
+    merged: dict[str, Any],
+    authorize: object,
+    on_event: EventSink | None,
+    options: Mapping[str, Any],
+) -> Prediction:
     if on_event is None and authorize is None and not run_needed():
         # Nothing listens and nothing authorizes: no run to open, and one coroutine frame fewer.
         left = time_left()
         if left is None or program.handles_deadline:
-            return await program.acall(merged)
-        return await _run_until(program, merged, left)
+            return await (program.acall(merged, **options) if options else program.acall(merged))
+        return await _run_until(program, merged, left, options)
     with run_scope(on_event=on_event, authorize=authorize) as run:
         if run.on_event is None:
-            return await _run(program, merged)
+            return await _run(program, merged, options)
         run.emit(RunStarted(type(program).__name__))
         try:
-            prediction = await _run(program, merged)
+            prediction = await _run(program, merged, options)
         except anyio.get_cancelled_exc_class():
             run.emit(RunCancelled())
             raise
@@ -264,20 +278,32 @@ def start_call(program: Program, inputs: Mapping[str, object]) -> Coroutine[Any,
     return call(program, inputs)
 
 
-async def _run(program: Program, inputs: dict[str, Any]) -> Prediction:
+def _resume_options(program: Program, resume: object, decisions: object) -> dict[str, Any]:
+    """`resume` and `decisions` for a program that can pause (a tool loop); refused for one that cannot."""
+    if not program.resumable:
+        raise TypeError(f"{type(program).__name__} never pauses, so it takes no resume= or decisions=")
+    return {"resume": resume, "decisions": decisions}
+
+
+_NO_OPTIONS: dict[str, Any] = {}
+
+
+async def _run(program: Program, inputs: dict[str, Any], options: Mapping[str, Any] = _NO_OPTIONS) -> Prediction:
     left = time_left()
     if left is None or program.handles_deadline:
-        return await program.acall(inputs)
-    return await _run_until(program, inputs, left)
+        return await program.acall(inputs, **options)
+    return await _run_until(program, inputs, left, options)
 
 
-async def _run_until(program: Program, inputs: dict[str, Any], left: float) -> Prediction:
+async def _run_until(
+    program: Program, inputs: dict[str, Any], left: float, options: Mapping[str, Any] = _NO_OPTIONS
+) -> Prediction:
     """Run a program that does not end its own work at the deadline inside a cancel scope that does."""
     if left <= 0:
         raise DeadlineExceeded("the deadline had passed before the call started")
     try:
         with anyio.fail_after(left):
-            return await program.acall(inputs)
+            return await program.acall(inputs, **options)
     except TimeoutError as exc:
         if isinstance(exc, DeadlineExceeded):
             raise

@@ -59,6 +59,8 @@ _OPTIONS = frozenset(
         "max_iters",
         "instructions",
         "extract_instructions",
+        "validate",
+        "max_retries",
     }
 )
 
@@ -261,9 +263,11 @@ class FunctionProgram(Program):
     options: Mapping[str, Any] = field(default_factory=dict)
 
     handles_deadline: ClassVar[bool] = False
+    resumable: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "handles_deadline", self.program.handles_deadline)
+        object.__setattr__(self, "resumable", self.program.resumable)  # with tools=, its turn may pause
         for name in ("__module__", "__name__", "__qualname__", "__doc__"):
             object.__setattr__(self, name, getattr(self.fn, name, None))
         object.__setattr__(self, "__wrapped__", self.fn)
@@ -284,6 +288,8 @@ class FunctionProgram(Program):
             "demos": tuple(options.get("demos") or ()),
             "config": dict(options.get("config") or {}),
             "adapter_opts": dict(options.get("adapter_opts") or {}),
+            "validate": options.get("validate"),
+            "max_retries": options.get("max_retries"),
         }
         tools = options.get("tools")
         program: Program

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import typing
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,11 +40,33 @@ _DEFAULT_ADAPTER = ChatAdapter()
 """No extra event fields (read only, shared)."""
 PREDICTOR = "predict"
 """The name of a Predict's (and a ChainOfThought's) one predictor in `parameters()`."""
-_OPTIONS = frozenset({"lm", "adapter", "demos", "config", "adapter_opts", "json_fallback"})
+_OPTIONS = frozenset({"lm", "adapter", "demos", "config", "adapter_opts", "json_fallback", "validate", "max_retries"})
 _REQUEST_OPTIONS = frozenset(
     {"temperature", "max_tokens", "top_p", "stop", "seed", "n", "reasoning_effort", "response_format", "timeout"}
 )
 _METADATA_INPUTS = frozenset({"user_name"})
+
+Validator = Callable[[Prediction], Awaitable[None] | None]
+"""`check(prediction)`, sync or async: returns to accept, raises `imp.Retry("why")` to re-ask."""
+CheckedCall = Callable[["Predict", dict[str, Any]], Awaitable[Prediction]]
+_checked_call: list[CheckedCall] = []
+"""The call of a Predict whose answers are checked and re-asked: `imp.programs._validate` puts it
+here when it loads (it reads this module's request functions, so this module cannot import it)."""
+
+
+def use_checked_call(call: CheckedCall) -> None:
+    """Install the checked call (`imp.programs._validate.validated_call`)."""
+    _checked_call[:] = [call]
+
+
+def check_retry_options(validate: object, max_retries: object) -> None:
+    """Refuse a `validate` that is not a function and a `max_retries` that is not a whole number >= 0."""
+    if validate is not None and not callable(validate):
+        raise TypeError(f"validate= takes a function check(prediction), got {type(validate).__name__}")
+    if max_retries is not None and (
+        isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
+    ):
+        raise ValueError(f"max_retries is a whole number >= 0, got {max_retries!r}")
 
 
 def check_options(kind: str, options: Mapping[str, object], known: frozenset[str]) -> None:
@@ -346,6 +368,11 @@ class Predict(Program):
     config: Mapping[str, Any] = field(default_factory=dict)
     adapter_opts: Mapping[str, Any] = field(default_factory=dict)
     json_fallback: bool = True
+    validate: Validator | None = None
+    """`check(prediction)`: returns to accept the answer, raises `imp.Retry("why")` to ask again."""
+    max_retries: int | None = None
+    """Re-asks after a refused or unreadable answer (default 2 with `validate`, else none: a parse
+    error then goes straight to the JSON fallback)."""
 
     _format_options: FormatOptions = field(init=False, repr=False, compare=False)
     """The adapter options and demos, read once when the program is built."""
@@ -359,6 +386,7 @@ class Predict(Program):
         check_config(self.config)
         if not isinstance(self.json_fallback, bool):
             raise TypeError(f"json_fallback is True or False, got {type(self.json_fallback).__name__}")
+        check_retry_options(self.validate, self.max_retries)
         object.__setattr__(self, "lm", check_lm(self.lm))
         object.__setattr__(self, "adapter", as_adapter(self.adapter))
         object.__setattr__(self, "demos", check_demos(self.demos))
@@ -399,14 +427,9 @@ class Predict(Program):
         # Few frames from the inputs to the Prediction (this one, `request`, the LM's): at 10,000
         # calls in flight every extra frame is 10,000 more objects for the garbage collector to
         # walk (benchmarks/concurrency.py).
-        signature = self.signature
-        config = self.config
-        if "config" in inputs and "config" not in signature.inputs:
-            per_call = check_config(inputs.pop("config"), option="the per-call config")
-            config = {**config, **per_call}
-        values = prepare_inputs(signature, inputs)
-        lm = resolve_lm(self.lm)
-        adapter = self.adapter or settings().adapter or _DEFAULT_ADAPTER
+        if self.validate is not None or self.max_retries:
+            return await _checked_call[0](self, inputs)
+        signature, values, lm, adapter, config = prepare_call(self, inputs)
         opts = self._format_options
         # Entered and left by hand, not `with`: a `with` keeps the bound `__exit__` alive across the
         # await, one more object per call in flight for the garbage collector to walk.
@@ -471,8 +494,23 @@ class Predict(Program):
         return Prediction(fields, metadata)
 
 
+def prepare_call(
+    program: Predict, inputs: dict[str, Any]
+) -> tuple[Signature, dict[str, Any], LM, Adapter, Mapping[str, Any]]:
+    """What one call of a Predict reads: its signature, the checked inputs, the LM, the adapter and the request options."""
+    signature = program.signature
+    config = program.config
+    if "config" in inputs and "config" not in signature.inputs:
+        per_call = check_config(inputs.pop("config"), option="the per-call config")
+        config = {**config, **per_call}
+    values = prepare_inputs(signature, inputs)
+    adapter = program.adapter or settings().adapter or _DEFAULT_ADAPTER
+    return signature, values, resolve_lm(program.lm), adapter, config
+
+
 def predict(signature: SignatureLike | type[Signature], **options: Any) -> Predict:
-    """A Predict program: `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `json_fallback`."""
+    """A Predict program: `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `json_fallback`,
+    `validate` (a check that may raise `imp.Retry`) and `max_retries`."""
     check_options("imp.predict", options, _OPTIONS)
     return Predict(as_signature(signature), **options)
 

@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Literal, cast
 from imp._redact import redact_text
 from imp.adapters.base import Adapter, FormatOptions
 from imp.adapters.chat import ChatAdapter
-from imp.errors import AdapterParseError, LMError
-from imp.history import ToolCall
+from imp.errors import AdapterParseError, LMError, ResumeError
+from imp.history import ToolCall, ToolResult
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs._parameters import (
     Changes,
@@ -29,7 +29,9 @@ from imp.programs._parameters import (
 )
 from imp.programs._tool_loop import ToolLoop, check_max_iters
 from imp.programs.base import Program
+from imp.programs.pending import Pending, check_call_options, pause, resolve_decisions, restore_inputs
 from imp.programs.predict import ChainOfThought, Predict, check_options, prepare_inputs
+from imp.records import plain
 from imp.runtime.events import ContextProjected, ModelRequest, ModelResponse, Reasoning
 from imp.runtime.run import current_run, emit
 from imp.runtime.usage import track_usage
@@ -37,7 +39,7 @@ from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
 from imp.tools import Tool, format_tool_result, forward_tool_event, run_tool_calls, tool
 from imp.tools.policy import validate_policy
-from imp.values import holds_media
+from imp.values import holds_media, render_value
 
 __all__ = ["FINISH", "MAX_TRIMS", "ReActTrajectory", "TrajectoryStep", "react_trajectory"]
 
@@ -90,6 +92,8 @@ class _Turn:
     cut: int = 0
     trims: int = 0
     errors: list[str] = field(default_factory=list)
+    deferred: ToolResult | None = None
+    """The newest step's result when it waits for a decision (the turn pauses)."""
 
     def failed(self, exc: BaseException) -> str:
         """Record a request's failure; its termination cause."""
@@ -102,6 +106,46 @@ class _Turn:
     def trajectory(self) -> dict[str, Any]:
         """The full trajectory in DSPy's shape: `thought_0`, `tool_name_0`, `tool_args_0`, `observation_0`, ..."""
         return {f"{key}_{i}": value for i, step in enumerate(self.steps) for key, value in step.sections()}
+
+    def dump(self) -> dict[str, Any]:
+        """What changes as the turn runs, JSON-ready (a paused turn keeps it in its `imp.Pending`)."""
+        return {
+            "steps": [
+                {
+                    "thought": s.thought,
+                    "tool_name": s.tool_name,
+                    "tool_args": plain(s.tool_args),
+                    # a media observation is kept as its text form: pending data holds no media bytes
+                    "observation": s.observation
+                    if s.observation is None or isinstance(s.observation, str)
+                    else render_value(s.observation),
+                }
+                for s in self.steps
+            ],
+            "cut": self.cut,
+            "trims": self.trims,
+            "errors": list(self.errors),
+        }
+
+    def load(self, data: Mapping[str, Any]) -> None:
+        """Take the steps and counters of a dumped turn (checked by type: the data may come from anywhere)."""
+        steps, cut, trims, errors = data.get("steps"), data.get("cut", 0), data.get("trims", 0), data.get("errors", [])
+        if not isinstance(steps, list) or not all(isinstance(s, Mapping) for s in steps):
+            raise ResumeError("the pending trajectory's `steps` is a list of steps")
+        for count in (cut, trims):
+            if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= len(steps):
+                raise ResumeError("the pending trajectory's `cut` and `trims` are whole numbers within its steps")
+        if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
+            raise ResumeError("the pending trajectory's `errors` is a list of strings")
+        for step in steps:
+            texts = (step.get("thought"), step.get("tool_name"))
+            observation, arguments = step.get("observation"), step.get("tool_args")
+            if not all(isinstance(t, str) for t in texts) or not isinstance(arguments, Mapping):
+                raise ResumeError("a pending trajectory step has a `thought`, a `tool_name` and `tool_args`")
+            if observation is not None and not isinstance(observation, str):
+                raise ResumeError("a pending trajectory step's `observation` is a string or None")
+            self.steps.append(TrajectoryStep(texts[0], texts[1], dict(arguments), observation))
+        self.cut, self.trims, self.errors = cut, trims, list(errors)
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,6 +160,7 @@ class ReActTrajectory(ToolLoop, Program):
     """The tools a step may name, `finish` included."""
 
     loop_tool: ClassVar[str] = FINISH
+    resumable: ClassVar[bool] = True
     label: ClassVar[str] = "imp.react_trajectory"
     zero_iters: ClassVar[str] = "a call that should go straight to the extraction gives its own max_iters=0"
 
@@ -217,7 +262,14 @@ class ReActTrajectory(ToolLoop, Program):
     # --- one call -----------------------------------------------------------------------
 
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
+        resume = call_options.pop("resume", None)
+        decisions = call_options.pop("decisions", None)
+        check_call_options("imp.react_trajectory", call_options)
+        if resume is None and decisions is not None:
+            raise TypeError("decisions= goes with resume=pending (the pending turn they decide)")
         values = dict(inputs)
+        if resume is not None:
+            values = self._resumed_inputs(values, resume)
         control = {k: values.pop(k) for k in _CONTROL_INPUTS if k in values and k not in self.signature.inputs}
         max_iters = control.get("max_iters", self.max_iters)
         check_max_iters(max_iters)
@@ -229,13 +281,24 @@ class ReActTrajectory(ToolLoop, Program):
         adapter = self.adapter or settings().adapter or ChatAdapter()
         turn = _Turn(task, dict(per_call), adapter)
         with track_usage() as usage:
-            reason, cause = await self._loop(turn, max_iters)
-            outputs, reasoning, cause = await self._extract(turn, cause)
+            if resume is not None:
+                reason, cause = await self._resume(turn, resume, decisions, max_iters)
+            else:
+                reason, cause = await self._loop(turn, max_iters)
+            if reason == "awaiting_approval":
+                outputs, reasoning = None, None
+            else:
+                outputs, reasoning, cause = await self._extract(turn, cause)
         complete = outputs is not None
+        pending = None
+        if turn.deferred is not None:
+            last = turn.steps[-1]
+            call = ToolCall(turn.deferred.id, last.tool_name, last.tool_args)
+            pending = pause("react_trajectory", [call], [turn.deferred], task, control, turn.dump())
         fields = dict(outputs) if outputs is not None else {n: None for n in self.signature.outputs}
         projection = {"reason": "context_window_exceeded", "omitted_steps": turn.cut, "recovery_requests": turn.trims}
         metadata = PredictionMetadata(
-            termination_reason=reason if complete else "incomplete",
+            termination_reason=reason if complete or pending is not None else "incomplete",
             termination_cause=cause,
             termination_error=list(turn.errors) if turn.errors else None,
             context_projection=projection if turn.cut else None,
@@ -243,17 +306,61 @@ class ReActTrajectory(ToolLoop, Program):
             usage_by_model=usage.by_model,
             adapter=adapter.name,
             lm_calls=usage.total.requests,
+            pending=pending,
             extra={"trajectory": turn.trajectory(), "reasoning": reasoning},
         )
         if complete:
             trace_call(self, task, fields)
         return Prediction(fields, metadata, complete=complete)
 
+    def _resumed_inputs(self, given: Mapping[str, Any], pending: object) -> dict[str, Any]:
+        """The inputs and options of a turn resumed from `pending` (none may be given again)."""
+        if not isinstance(pending, Pending):
+            raise TypeError(
+                f"resume= takes an imp.Pending (imp.Pending.load(data) reads a dump), got {type(pending).__name__}"
+            )
+        if pending.program != "react_trajectory":
+            raise ResumeError(f"this pending turn was paused by {pending.program}; resume it with that program")
+        if given:
+            raise TypeError(f"a resumed turn takes its inputs from the pending turn; got {sorted(given)}")
+        return {**restore_inputs(self.signature, pending.inputs), **pending.options}
+
+    async def _resume(self, turn: _Turn, pending: Pending, decisions: object, max_iters: int) -> tuple[str, str | None]:
+        """Decide the paused step's call (only it, only once), then go on with the loop."""
+        turn.load(pending.state)
+        last = turn.steps[-1] if turn.steps else None
+        waiting = pending.calls[0]
+        if (
+            last is None
+            or last.observation is not None
+            or len(pending.calls) != 1
+            or waiting.id != f"call_{len(turn.steps)}"
+            or waiting.tool != last.tool_name
+        ):
+            raise ResumeError("the pending trajectory's newest step does not hold the call waiting for a decision")
+        resolution = resolve_decisions(pending, decisions, self.roster)
+        pending.claim()
+        result = resolution.given.get(waiting.id)
+        if result is None:
+            run = current_run()
+            (call,) = resolution.run
+            last.tool_args = dict(call.arguments)
+            (result,) = await run_tool_calls(
+                [call],
+                self.roster,
+                policy=self.tool_policy,
+                authorize=run.authorize if run is not None else None,
+                on_event=forward_tool_event,
+                approved=(call.id,),
+            )
+        last.observation = result.result if result.ok and holds_media(result.result) else format_tool_result(result)
+        return await self._loop(turn, max_iters)
+
     async def _loop(self, turn: _Turn, max_iters: int) -> tuple[str, str | None]:
         """Run steps until `finish` ends the loop or `max_iters` steps have run: (reason, cause)."""
         roster = dict(self.roster)
         run = current_run()
-        for index in range(max_iters):
+        for index in range(len(turn.steps), max_iters):
             emit(ModelRequest(step=index + 1, program="ReActTrajectory"))
             try:
                 pred = await self._call(self.step, turn)
@@ -273,6 +380,9 @@ class ReActTrajectory(ToolLoop, Program):
                 authorize=run.authorize if run is not None else None,
                 on_event=forward_tool_event,
             )
+            if result.outcome == "deferred":  # the turn pauses; the step's observation waits for the decision
+                turn.deferred = result
+                return "awaiting_approval", None
             step.observation = result.result if result.ok and holds_media(result.result) else format_tool_result(result)
             if name == FINISH and result.ok:
                 return "finish", None

@@ -45,7 +45,9 @@ async def stream(
 
     Every LM request of the run is streamed: each output field's text comes as it is written,
     for every adapter; reasoning deltas where the provider sends them; for `react`, each tool call
-    when it is decided and each result when it arrives. Leaving the loop, or cancelling the task
+    when it is decided and each result when it arrives. A turn that pauses awaiting approval ends
+    with a `pending` part instead of `final`; `imp.stream(program, resume=pending, decisions=...)`
+    streams the rest. Leaving the loop, or cancelling the task
     that reads it, cancels the run and its LM request. An error ends the stream, raised as
     `imp.call` would raise it. `deadline` (seconds) runs the call under `imp.deadline`: a
     deadline block around the loop works too, but an async generator's `yield` inside a cancel
@@ -96,7 +98,11 @@ async def stream(
         except BaseException as exc:
             send.send_nowait(_Done(exc))
             return
-        send.send_nowait(StreamPart("final", prediction=prediction))
+        pending = prediction.metadata.pending
+        if pending is not None:  # the turn paused: the pending calls are the stream's last word
+            send.send_nowait(StreamPart("pending", prediction=prediction, pending=pending))
+        else:
+            send.send_nowait(StreamPart("final", prediction=prediction))
         send.send_nowait(_Done(None))
 
     task = _spawn(run)

@@ -31,6 +31,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelRetry",
+    "OutputRetry",
     "Payload",
     "Reasoning",
     "RunCancelled",
@@ -57,6 +58,7 @@ EventKind = Literal[
     "tool_result",
     "reasoning",
     "context_projected",
+    "output_retry",
 ]
 """imp's own event kinds, one payload type each."""
 
@@ -469,6 +471,20 @@ class ContextProjected(Payload):
     original_size: int | None = None
 
 
+@fast_init
+@dataclass(slots=True, eq=False, repr=False)
+class OutputRetry(Payload):
+    """An answer was refused (its program's validator raised `imp.Retry`, or the reply could not be
+    read) and the model is asked again: `attempt` is the refused one's number, from 1."""
+
+    kind: ClassVar[str] = "output_retry"
+    _open: ClassVar[tuple[str, ...]] = ("reason",)
+    attempt: int
+    reason: str
+    program: str | None = None
+    original_size: int | None = None
+
+
 class Custom(dict[str, Any], Payload):  # type: ignore[misc]  # a dict, so it serializes as emitted; dict's own get and views
     """An event of a program's own (`emit("lookup", url=...)`), or one that does not fit its kind's record:
     the mapping as emitted (redacted and cut to size like any payload)."""
@@ -512,6 +528,7 @@ PAYLOADS: dict[str, type[Payload]] = {
         ToolReturned,
         Reasoning,
         ContextProjected,
+        OutputRetry,
     )
 }
 """Each of imp's kinds and its payload type."""

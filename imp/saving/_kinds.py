@@ -31,6 +31,24 @@ def _dump_predict(program: Predict, saver: Saver) -> dict[str, Any]:
         "adapter_opts": saver.value(opts, "adapter_opts", drop_secrets=True, functions=True),
         "json_fallback": program.json_fallback,
         "lm": saver.lm(program.lm, owner),
+    } | _dump_checks(program, saver)
+
+
+def _dump_checks(program: Predict | ReAct, saver: Saver) -> dict[str, Any]:
+    """A program's validator and `max_retries`, only when set: older files stay as they were."""
+    saved: dict[str, Any] = {}
+    if program.validate is not None:
+        saved["validate"] = saver.function(program.validate, "validate")
+    if program.max_retries is not None:
+        saved["max_retries"] = program.max_retries
+    return saved
+
+
+def _load_checks(data: Mapping[str, Any], loader: Loader) -> dict[str, Any]:
+    validate = data.get("validate")
+    return {
+        "validate": loader.function(validate, "validate") if validate is not None else None,
+        "max_retries": data.get("max_retries"),
     }
 
 
@@ -44,6 +62,7 @@ def _predict_loader(cls: type[Predict]) -> Callable[[Mapping[str, Any], Loader],
             config=loader.config(data.get("config")),
             adapter_opts=loader.adapter_opts(data.get("adapter_opts")),
             json_fallback=bool(data.get("json_fallback", True)),
+            **_load_checks(data, loader),
         )
 
     return load_predict
@@ -69,7 +88,7 @@ def _dump_tool(tool: Tool, saver: Saver) -> dict[str, Any]:
         "sequential": tool.sequential,
         "call_with": tool.call_with,
         "metadata": saver.value(dict(tool.metadata), f"tools.{tool.name}.metadata", drop_secrets=True),
-    }
+    } | ({"requires_approval": True} if tool.requires_approval else {})
 
 
 _TOOL_KEYS = frozenset(
@@ -95,6 +114,7 @@ def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:
         sequential=bool(data.get("sequential", False)),
         call_with=data.get("call_with", "keywords"),
         metadata=dict(data.get("metadata") or {}),
+        requires_approval=data.get("requires_approval", False) is True,
         arguments_model=model,
     )
 
@@ -133,7 +153,7 @@ def _dump_react(program: ReAct, saver: Saver) -> dict[str, Any]:
     }
     if program.extract_instructions is not None:  # only when an optimizer rewrote them: older files stay as they were
         saved["extract_instructions"] = program.extract_instructions
-    return saved
+    return saved | _dump_checks(program, saver)
 
 
 def _load_tool_loop(data: Mapping[str, Any], loader: Loader) -> dict[str, Any]:
@@ -163,6 +183,7 @@ def _load_react(data: Mapping[str, Any], loader: Loader) -> Program:
         unsent_note=data.get("unsent_note"),
         history_replay=data.get("history_replay", "full"),
         extract_instructions=data.get("extract_instructions"),
+        **_load_checks(data, loader),
     )
 
 

@@ -1,6 +1,7 @@
 """imp's tools: `Tool` values made with `tool`, and `run_tool_calls`, which runs one step's calls.
 
-Each call ends with one outcome (`result`, `refused`, `auth_refused`, `not_sent`, `unknown`);
+Each call ends with one outcome (`result`, `refused`, `auth_refused`, `not_sent`, `unknown`,
+`deferred`);
 a failure is an observation for the model (`format_tool_result`), never a crash of the loop.
 """
 
@@ -13,6 +14,7 @@ from imp.tools.authorization import (
     Authorizer,
     Cancel,
     Decision,
+    Defer,
     Deny,
     ask_authorizer,
 )
@@ -33,6 +35,7 @@ __all__ = [
     "CallWith",
     "Cancel",
     "Decision",
+    "Defer",
     "Deny",
     "EventHandler",
     "ExecutionCancelled",

@@ -1,4 +1,4 @@
-"""Authorization: the host's answer, asked before each tool call runs (`Allow`, `Deny`, `Cancel`)."""
+"""Authorization: the host's answer, asked before each tool call runs (`Allow`, `Deny`, `Cancel`, `Defer`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ __all__ = [
     "Authorizer",
     "Cancel",
     "Decision",
+    "Defer",
     "Deny",
     "ask_authorizer",
 ]
@@ -26,7 +27,10 @@ DEFAULT_AUTHORIZE_TIMEOUT = 30.0
 
 @dataclass(frozen=True, slots=True)
 class Allow:
-    """Run the call."""
+    """Run the call. On resuming a paused turn, `arguments` (when given) replace the ones the model
+    wrote; they are checked against the tool's schema again before anything runs."""
+
+    arguments: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +47,15 @@ class Cancel:
     reason: str = ""
 
 
-type Decision = Allow | Deny | Cancel
+@dataclass(frozen=True, slots=True)
+class Defer:
+    """Do not run the call now: the turn pauses with the call pending (`awaiting_approval`), to be
+    decided later, in any process, by `imp.call(program, resume=pending, decisions=...)`."""
+
+    reason: str = ""
+
+
+type Decision = Allow | Deny | Cancel | Defer
 """An authorizer's answer."""
 
 
@@ -87,6 +99,10 @@ async def ask_authorizer(
             return Deny(f"authorization failed: {str(exc) or type(exc).__name__}")
     if scope.cancelled_caught:
         return Deny(f"authorization did not answer within {authorize_timeout:g} s")
-    if isinstance(answer, Allow | Deny | Cancel):
+    if isinstance(answer, Allow) and answer.arguments is not None:
+        # Edited arguments are a decision on a paused turn, checked against the schema again before
+        # anything runs; an authorizer answers for the call as the model wrote it (fail closed).
+        return Deny("authorization gave edited arguments; an authorizer allows or denies the call as written")
+    if isinstance(answer, Allow | Deny | Cancel | Defer):
         return answer
     return Deny(f"authorization gave no valid answer (got {type(answer).__name__})")

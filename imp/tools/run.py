@@ -4,14 +4,16 @@ Per call, in order: the `tool_call` event, name lookup, tool policy, argument de
 schema check, authorization (not for imp's internal tools), then the run. The first check that
 fails refuses the call. Every call ends with one `ToolResult` and a `tool_result` event; a
 failure is a sentence the model reads, never an exception, except an authorizer's `Cancel`
-(`ExecutionCancelled`) and the cancellation of the caller's own scope, which propagates.
+(`ExecutionCancelled`) and the cancellation of the caller's own scope, which propagates. A call to
+a `requires_approval` tool, or one the authorizer answers `Defer`, does not run: it ends
+`deferred`, for the loop to pause its turn on.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,7 @@ from imp.tools.authorization import (
     AuthorizationRequest,
     Authorizer,
     Cancel,
+    Defer,
     Deny,
     ask_authorizer,
 )
@@ -51,6 +54,7 @@ async def run_tool_calls(
     on_event: EventHandler | None = None,
     limiter: anyio.CapacityLimiter | None = None,
     into: list[ToolResult] | None = None,
+    approved: Collection[str] = (),
 ) -> list[ToolResult]:
     """Run one step's tool calls concurrently; return one `ToolResult` per call, in call order.
 
@@ -65,6 +69,9 @@ async def run_tool_calls(
       starts, then each `tool_result` as its call ends.
     - `into`, when given, is filled with the results in call order when the step ends, also
       when it ends by cancellation, so a caller whose scope was cancelled still holds them.
+    - A call to a `requires_approval` tool, or one `authorize` answers `Defer(reason)`, ends
+      `deferred` without running. `approved` names calls (by id) already decided outside the run:
+      they skip both and run, after the name, policy and schema checks like any call.
 
     An authorizer's `Cancel` records every call (finished ones keep their results, running ones
     become `unknown`, unstarted ones `not_sent`) and raises `ExecutionCancelled` with them.
@@ -82,6 +89,7 @@ async def run_tool_calls(
         authorize_timeout=authorize_timeout,
         on_event=on_event,
         limiter=limiter,
+        approved=frozenset(approved),
     )
     try:
         for group in step.groups():
@@ -136,6 +144,7 @@ class _Step:
     authorize_timeout: float | None
     on_event: EventHandler | None
     limiter: anyio.CapacityLimiter | None
+    approved: frozenset[str] = frozenset()
     cancel: Cancel | None = None
     cancel_tool: str = ""
     scope: anyio.CancelScope | None = None
@@ -260,7 +269,12 @@ class _Step:
         if isinstance(prepared, str):
             self.record(slot, "refused", error=prepared)
             return None
-        if self.authorize is not None and not tool.internal:
+        if tool.internal or call.id in self.approved:
+            return tool, prepared
+        if tool.requires_approval:
+            self.record(slot, "deferred", error=f"{call.name} waits for approval.")
+            return None
+        if self.authorize is not None:
             request = AuthorizationRequest(
                 tool_call_id=call.id,
                 tool_name=call.name,
@@ -285,6 +299,10 @@ class _Step:
             if isinstance(decision, Deny):
                 reason = decision.reason.strip() or "the person declined it"
                 self.record(slot, "refused", error=f"{call.name} was not allowed; {_end(reason)}")
+                return None
+            if isinstance(decision, Defer):
+                reason = decision.reason.strip() or "it waits for approval"
+                self.record(slot, "deferred", error=f"{call.name} was deferred: {_end(reason)}")
                 return None
         return tool, prepared
 

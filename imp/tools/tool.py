@@ -37,7 +37,8 @@ class Tool:
     and what runs (the runner, with its timeout and whether it must run alone).
 
     Build one with `imp.tools.tool`. `internal=True` marks imp's own tools (`submit`): they may
-    take a reserved name and are never sent to the authorizer.
+    take a reserved name and are never sent to the authorizer. `requires_approval=True` never runs
+    a call the model makes at once: the turn pauses with the call pending until it is decided.
     """
 
     name: str
@@ -49,6 +50,8 @@ class Tool:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     internal: bool = False
     call_with: CallWith = "keywords"
+    requires_approval: bool = False
+    """Each call waits for a decision from outside the run (`imp.Allow`, `imp.Deny`, a result)."""
     arguments_model: type[pydantic.BaseModel] | None = field(default=None, repr=False, compare=False)
     """For a tool built from type hints: the pydantic model that turns checked JSON arguments
     into the function's typed values (enums, nested models)."""
@@ -62,6 +65,10 @@ class Tool:
             raise TypeError(f"tool {self.name!r}: the runner must be callable, got {type(self.runner).__name__}")
         if self.timeout is not None and (isinstance(self.timeout, bool) or not self.timeout > 0):
             raise ValueError(f"tool {self.name!r}: timeout is a positive number of seconds or None")
+        if not isinstance(self.requires_approval, bool):
+            raise TypeError(f"tool {self.name!r}: requires_approval is True or False")
+        if self.requires_approval and self.internal:
+            raise ValueError(f"tool {self.name!r}: imp's own tools never wait for an approval")
         if self.call_with not in ("keywords", "mapping"):
             raise ValueError(f"tool {self.name!r}: call_with is 'keywords' or 'mapping', got {self.call_with!r}")
         if not isinstance(self.parameters, Mapping):
@@ -142,6 +149,7 @@ def tool(
     metadata: Mapping[str, Any] | None = None,
     call_with: CallWith = "keywords",
     internal: bool = False,
+    requires_approval: bool = False,
 ) -> Tool: ...
 @overload
 def tool(
@@ -156,6 +164,7 @@ def tool(
     metadata: Mapping[str, Any] | None = None,
     call_with: CallWith = "keywords",
     internal: bool = False,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -169,6 +178,7 @@ def tool(
     metadata: Mapping[str, Any] | None = None,
     call_with: CallWith = "keywords",
     internal: bool = False,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a `Tool` from a sync or async function: `@tool`, `@tool(name=..., timeout=...)`,
     or `tool(fn, name="page", description="...", schema={...})`.
@@ -179,7 +189,8 @@ def tool(
     NumPy `Parameters`, Sphinx `:param x:`) describe parameters that have no description of their
     own. A callable object (with `name=`) is read through its `__call__`. With an explicit
     `schema`, the runner is called with the schema's properties as keyword arguments, or with one
-    mapping (`call_with="mapping"`).
+    mapping (`call_with="mapping"`). `requires_approval=True`: every call pauses the turn until a
+    person (or a system) decides it (see `imp.Pending`).
     """
 
     # The caller's locals resolve annotations naming classes defined beside the function.
@@ -218,6 +229,7 @@ def tool(
             metadata=dict(metadata or {}),
             internal=internal,
             call_with=call_with,
+            requires_approval=requires_approval,
             arguments_model=model,
         )
 

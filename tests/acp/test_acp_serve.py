@@ -115,6 +115,27 @@ async def test_cancel_mid_tool_answers_cancelled_and_the_session_goes_on() -> No
     assert after.stop_reason == "end_turn" and "Echo: hello (user turns: 2)" in client.message(session)
 
 
+@pytest.mark.parametrize(
+    ("answer", "status", "said"), [("allow_once", "completed", "refunded A-7"), ("reject_once", "failed", "rejected")]
+)
+async def test_a_call_that_waits_for_approval_is_decided_by_the_editors_permission_request(
+    answer: str, status: str, said: str
+) -> None:
+    """A `requires_approval` tool pauses the turn; the agent asks the editor and resumes with its answer."""
+    client = RecordingClient()
+    client.answers = [answer]
+    async with agent(client) as (conn, _):
+        session = (await conn.new_session(cwd=str(HERE), mcp_servers=[])).session_id
+        response = await prompt(conn, session, "refund my order")
+    assert response.stop_reason == "end_turn"
+    (asked,) = client.permissions
+    assert asked.title == "refund" and asked.raw_input == {"order": "A-7"}
+    updates = [u for u in client.updates[session] if u.session_update in ("tool_call", "tool_call_update")]
+    assert next(u.status for u in updates) == "in_progress" and "pending" in [u.status for u in updates]
+    assert updates[-1].status == status
+    assert said in client.message(session)
+
+
 async def test_a_cancelled_permission_request_cancels_the_turn() -> None:
     client = RecordingClient()
     client.answers = ["cancel"]

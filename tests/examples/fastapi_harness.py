@@ -35,15 +35,16 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "fastapi_a
 _ORDER_ID = re.compile(r"\[\[ ## order_id ## \]\]\s*(\S+)")
 
 
-def load_example() -> ModuleType:
-    """The example app's module (imported once, as `fastapi_app`)."""
-    module = sys.modules.get("fastapi_app")
-    if module is not None and getattr(module, "__file__", None) == str(EXAMPLE):
+def load_example(path: Path = EXAMPLE) -> ModuleType:
+    """An example app's module, imported once under its file's name (`fastapi_app` by default)."""
+    name = path.stem
+    module = sys.modules.get(name)
+    if module is not None and getattr(module, "__file__", None) == str(path):
         return module
-    spec = importlib.util.spec_from_file_location("fastapi_app", EXAMPLE)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["fastapi_app"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 

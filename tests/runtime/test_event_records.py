@@ -55,6 +55,15 @@ async def a_run_of_every_kind() -> list[Event]:
         return {"team": "atlas", "contact": "Maya"}
 
     await imp.call(imp.predict(sig, lm=imp.StaticLM(reply)), ticket="t", on_event=recorder)
+    refused: list[str] = []
+
+    def refuse_once(prediction: imp.Prediction) -> None:  # a validator that re-asks once: `output_retry`
+        if not refused:
+            refused.append(prediction.team)
+            raise imp.Retry("check the team again")
+
+    checked = imp.predict(sig, lm=imp.StaticLM(lambda m, o: {"team": "atlas", "contact": "Maya"}), validate=refuse_once)
+    await imp.call(checked, ticket="t", on_event=recorder)
     overflow = imp.LMError("maximum context length exceeded", status=400, context_window_exceeded=True)
     history = imp.History([{"ticket": "old", "team": "atlas", "contact": "Maya"}])
     script = imp.ScriptedLM(

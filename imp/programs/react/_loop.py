@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import assert_never
 
 from imp.history import Step
+from imp.prediction import Prediction
+from imp.programs._validate import check
 from imp.programs.react._last import forced_submit, last_text
 from imp.programs.react._request import Failure, ask, error_text
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import Ending, TerminationCause, TurnState
-from imp.programs.react._tools import act
+from imp.programs.react._tools import act, answer_refused
+from imp.records import plain
 from imp.runtime.deadline import deadline_passed
 from imp.runtime.events import Reasoning
 from imp.runtime.run import emit
@@ -52,6 +55,12 @@ async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
             cause = "empty_tool_calls"
             break
         if rule.kind == "text_answer":
+            if spec.validate is not None:
+                why = await answer_refused(spec, state, {rule.text_field: reading.text})
+                if why is not None:  # the answer is replayed as not sent, then why; the turn goes on
+                    state.add(Step(thought=reading.text, tool_calls=(), results=()))
+                    state.add(Step(note=f"Your answer was not accepted: {why}", tool_calls=(), results=()))
+                    continue
             state.finish_reason = reading.response.finish_reason
             state.add(Step(fields={rule.text_field: reading.text}, tool_calls=()))
             return Ending({rule.text_field: reading.text}, "answered")
@@ -76,7 +85,16 @@ async def end_interrupted(spec: TurnSpec, state: TurnState, cause: TerminationCa
         state.add(Step(note=spec.note, tool_calls=(), results=()))
     state.step += 1
     if kind == "text_answer":
-        return await last_text(spec, state, cause)
-    if kind == "submit":
-        return await forced_submit(spec, state, cause)
-    assert_never(kind)
+        ending = await last_text(spec, state, cause)
+    elif kind == "submit":
+        ending = await forced_submit(spec, state, cause)
+    else:
+        assert_never(kind)
+    if ending.outputs is not None and spec.validate is not None:
+        # The turn's requests are spent: a refused last answer leaves the turn incomplete, with the reason.
+        reason = await check(spec.validate, Prediction(dict(ending.outputs)))
+        if reason is not None:
+            state.refused.append({"outputs": plain(ending.outputs), "reason": reason})
+            state.errors.append(f"the answer was not accepted: {reason}")
+            return Ending(cause="invalid_answer")
+    return ending

@@ -12,16 +12,19 @@ from typing import Any, ClassVar
 
 from imp.adapters.base import FormatOptions
 from imp.adapters.chat import ChatAdapter
-from imp.errors import LMError, ReActStepError
-from imp.history import History
+from imp.errors import LMError, ReActStepError, ResumeError, ValidationFailed
+from imp.history import History, Step
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, apply_to_tools, trace_call
 from imp.programs._tool_loop import ToolLoop, check_max_iters
+from imp.programs._validate import retries_of
 from imp.programs.base import Program
-from imp.programs.predict import check_options, prepare_inputs, resolve_lm
+from imp.programs.pending import Pending, check_call_options, pause, resolve_decisions, restore_inputs
+from imp.programs.predict import Validator, check_options, check_retry_options, prepare_inputs, resolve_lm
 from imp.programs.react._last import EXTRACT_INSTRUCTIONS
 from imp.programs.react._loop import run_turn
 from imp.programs.react._messages import demo_steps
+from imp.programs.react._resume import check_paused, resume_turn
 from imp.programs.react._spec import NOT_SENT, FinishRule, TurnSpec, check_outputs, episode_boundaries, rule_for
 from imp.programs.react._state import (
     CALLS_FIELD,
@@ -60,6 +63,8 @@ _OPTIONS = frozenset(
         "history_replay",
         "tool_policy",
         "extract_instructions",
+        "validate",
+        "max_retries",
     }
 )
 
@@ -76,6 +81,10 @@ class ReAct(ToolLoop, Program):
     history_replay: HistoryReplay = "full"
     extract_instructions: str | None = None
     """The extractor's instructions when an optimizer rewrote them; else the task's and a fixed paragraph."""
+    validate: Validator | None = None
+    """`check(prediction)` on an answer (`submit`'s outputs, a text answer): `imp.Retry("why")` refuses it."""
+    max_retries: int | None = None
+    """Answers `validate` may refuse in one turn (default 2) before `imp.ValidationFailed`."""
     _step_signatures: dict[tuple[str, bool], Signature] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -83,6 +92,7 @@ class ReAct(ToolLoop, Program):
     """The list the tools came from when it refreshes itself (an MCP import): read at every step."""
 
     handles_deadline: ClassVar[bool] = True
+    resumable: ClassVar[bool] = True
     loop_tool: ClassVar[str] = SUBMIT
     label: ClassVar[str] = "imp.react"
     zero_iters: ClassVar[str] = (
@@ -100,6 +110,7 @@ class ReAct(ToolLoop, Program):
         if "tools" in self.config or "tool_choice" in self.config:
             raise ValueError("the loop sets `tools` and `tool_choice` itself; leave them out of config")
         _check_finish(self.finish)
+        check_retry_options(self.validate, self.max_retries)
         if self.history_replay not in ("full", "actions"):
             raise ValueError(f"history_replay is 'full' or 'actions', got {self.history_replay!r}")
         # An MCP import's tools may change from step to step, so only a fixed list is checked.
@@ -239,17 +250,41 @@ class ReAct(ToolLoop, Program):
     # --- one call ------------------------------------------------------------------------
 
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
-        spec, state = self.start(inputs)
+        resume = call_options.pop("resume", None)
+        decisions = call_options.pop("decisions", None)
+        check_call_options("imp.react", call_options)
+        if resume is None and decisions is not None:
+            raise TypeError("decisions= goes with resume=pending (the pending turn they decide)")
+        paused: Step | None = None
+        if resume is not None:
+            spec, state, paused, control = self._resumed(inputs, resume)
+            resolution = resolve_decisions(resume, decisions, spec.roster())
+            resume.claim()
+        else:
+            control = _control_of(inputs, self.signature)
+            spec, state = self.start(inputs)
         # The loop ends itself at the deadline, so the deadline's backstop waits for it.
         with track_usage() as usage, self_ending():
             try:
-                ending = await run_turn(spec, state)
-            except (LMError, ReActStepError, ExecutionCancelled) as exc:
+                if paused is not None:
+                    ending = await resume_turn(spec, state, paused, resolution)
+                else:
+                    ending = await run_turn(spec, state)
+            except (LMError, ReActStepError, ExecutionCancelled, ValidationFailed) as exc:
                 exc.history = state.recorded(spec.base)  # what the turn did before the error ended it
                 raise
             finally:
                 state.recorded(spec.base)  # the call's inputs are kept even when no step recorded them
-        complete = ending.reason != "incomplete"
+        complete = ending.reason not in ("incomplete", "awaiting_approval")
+        pending = None
+        if ending.reason == "awaiting_approval":
+            last = state.steps[-1]
+            kept = {
+                k: v
+                for k, v in spec.inputs.items()
+                if v is not None and (k in self.signature.inputs or k == "user_name")
+            }
+            pending = pause("react", last.tool_calls or (), last.results or (), kept, control, state.dump())
         outputs = ending.outputs
         fields = dict(outputs) if outputs is not None else {n: None for n in self.signature.outputs}
         history = state.history(spec.base)
@@ -266,6 +301,7 @@ class ReAct(ToolLoop, Program):
             usage_by_model=usage.by_model,
             adapter=spec.adapter.name,
             lm_calls=usage.total.requests,
+            pending=pending,
         )
         if complete:  # a demo of this turn: its inputs, its outputs, and the steps that led to them
             steps = History(state.steps).dump()
@@ -343,8 +379,33 @@ class ReAct(ToolLoop, Program):
             base=history,
             episodes=tuple(episode_boundaries(history, list(self.signature.outputs))),
             starts_turn=bool(unrecorded) or "last_request_note" in control,
+            validate=self.validate,
+            max_retries=retries_of(self.validate, self.max_retries),
         )
         return spec, TurnState(unrecorded=unrecorded)
+
+    def _resumed(self, inputs: Mapping[str, Any], pending: object) -> tuple[TurnSpec, TurnState, Step, dict[str, Any]]:
+        """The spec, state and paused step of a turn resumed from `pending` (its inputs and options
+        read back; only `tools` may be given again, as code never travels in pending data)."""
+        if not isinstance(pending, Pending):
+            raise TypeError(
+                f"resume= takes an imp.Pending (imp.Pending.load(data) reads a dump), got {type(pending).__name__}"
+            )
+        if pending.program != "react":
+            raise ResumeError(f"this pending turn was paused by {pending.program}; resume it with that program")
+        extra = [k for k in inputs if k != "tools"]
+        if extra:
+            raise TypeError(
+                f"a resumed turn takes its inputs from the pending turn; got {sorted(extra)} (only tools= may be given again)"
+            )
+        control = dict(pending.options)
+        values = restore_inputs(self.signature, pending.inputs)
+        spec, _ = self.start({**values, **control, **inputs})
+        try:
+            state = TurnState.load(pending.state)
+        except ValueError as exc:
+            raise ResumeError(f"the pending turn's state cannot be read: {exc}") from None
+        return spec, state, check_paused(pending, state), control
 
     def _tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -366,6 +427,10 @@ class ReAct(ToolLoop, Program):
                 )
             out[item.name] = item
         return out
+
+
+def _control_of(inputs: Mapping[str, Any], signature: Signature) -> dict[str, Any]:
+    return {k: inputs[k] for k in _CONTROL_INPUTS if k in inputs and k not in signature.inputs}
 
 
 def as_history(value: object) -> History:
@@ -399,7 +464,8 @@ def react(
 ) -> ReAct:
     """A ReAct program (native tool calls, `submit` or a text answer) over `tools`: `imp.tool`s, or plain functions (made tools with
     `imp.tool`). Options: `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `max_iters`, `finish`,
-    `finish_on`, `last_request_note`, `last_request_tools`, `unsent_note`, `history_replay`, `tool_policy`."""
+    `finish_on`, `last_request_note`, `last_request_tools`, `unsent_note`, `history_replay`, `tool_policy`,
+    `validate` (a check of the answer that may raise `imp.Retry`), `max_retries`."""
     check_options("imp.react", options, _OPTIONS)
     if not isinstance(tools, list | tuple):
         raise TypeError("imp.react takes a list of tools")

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from imp.adapters.base import Adapter, FormatOptions
 from imp.history import History, Step
 from imp.models.base import LM
+from imp.programs.predict import Validator
 from imp.programs.react._state import SUBMIT, THOUGHT_FIELD, FinishMode, FinishOn, HistoryReplay
 from imp.signature import Signature
 from imp.tools import Tool, ToolError, ToolPolicy
@@ -111,6 +112,10 @@ class TurnSpec:
     """Where the given history may be cut when the context window is full: after each answered step."""
     starts_turn: bool
     """The call asks something new (its inputs, or a note), so every given step is an earlier turn."""
+    validate: Validator | None = None
+    """The program's validator of an answer (`submit`'s outputs, a text answer)."""
+    max_retries: int = 0
+    """Answers the validator may refuse in one turn before it raises `imp.ValidationFailed`."""
 
     def roster(self) -> Mapping[str, Tool]:
         """The tools offered now: a live list as it is at this step (a tool it no longer holds leaves the

@@ -45,7 +45,14 @@ HistoryReplay = Literal["full", "actions"]
 """How earlier turns of a given history are replayed: `full` (thoughts included) or `actions`
 (only their calls and results)."""
 TerminationReason = Literal[
-    "answered", "submit", "finished_by_tool", "forced_submit", "extracted", "last_text", "incomplete"
+    "answered",
+    "submit",
+    "finished_by_tool",
+    "forced_submit",
+    "extracted",
+    "last_text",
+    "incomplete",
+    "awaiting_approval",
 ]
 TerminationCause = Literal[
     "max_iters",
@@ -125,6 +132,8 @@ class TurnState:
     """The provider's finish reason of the reply that answered."""
     unexecuted: tuple[ToolCall, ...] = ()
     """Calls the last request made that were not run (only `last_request_tools` run there)."""
+    refused: list[dict[str, Any]] = field(default_factory=list)
+    """Answers the program's validator refused this turn: each `{"outputs": ..., "reason": ...}`."""
 
     def history(self, base: History) -> History:
         """The history so far: the one given, then this call's steps."""
@@ -183,6 +192,8 @@ class TurnState:
             "errors": list(self.errors),
             "finish_reason": self.finish_reason,
             "unexecuted": [call.dump() for call in self.unexecuted],
+            # only when a validator refused an answer: a turn without one dumps as version 1 always did
+            **({"refused": plain(self.refused)} if self.refused else {}),
         }
 
     @classmethod
@@ -207,6 +218,9 @@ class TurnState:
         reason = data.get("finish_reason")
         if reason is not None and not isinstance(reason, str):
             raise ValueError("a dumped react turn's `finish_reason` is a string or None")
+        refused = data.get("refused", [])
+        if not isinstance(refused, list) or not all(isinstance(r, Mapping) for r in refused):
+            raise ValueError("a dumped react turn's `refused` is a list of mappings")
         unexecuted = data.get("unexecuted", [])
         if not isinstance(unexecuted, list) or not all(isinstance(c, Mapping) for c in unexecuted):
             raise ValueError("a dumped react turn's `unexecuted` is a list of tool calls")
@@ -222,6 +236,7 @@ class TurnState:
             errors=list(errors),
             finish_reason=reason,
             unexecuted=tuple(ToolCall.load(c) for c in unexecuted),
+            refused=[dict(r) for r in refused],
         )
 
 

@@ -5,19 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
+from typing import Any
 
 import anyio
 
+from imp.errors import ValidationFailed
 from imp.history import Step, ToolCall, ToolResult
 from imp.models.base import LMResponse
+from imp.prediction import Prediction
+from imp.programs._validate import check, refused
 from imp.programs.react._spec import TurnSpec, check_outputs
 from imp.programs.react._state import SUBMIT, Ending, Finish, TurnState
+from imp.records import plain
 from imp.runtime.deadline import time_left
 from imp.runtime.events import Reasoning
 from imp.runtime.run import current_run, emit
 from imp.tools import Tool, ToolError, forward_tool_event, run_tool_calls
 
-__all__ = ["Ran", "act", "decide", "run_calls"]
+__all__ = ["Ran", "act", "answer_refused", "decide", "run_calls", "validate_submit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +90,42 @@ def decide(
     return None, tuple(checked_results)
 
 
+async def validate_submit(
+    spec: TurnSpec, state: TurnState, calls: Sequence[ToolCall], results: tuple[ToolResult, ...], ending: Ending
+) -> tuple[Ending | None, tuple[ToolResult, ...]]:
+    """Ask the program's validator about `submit`'s outputs: accepted, the turn ends; refused, the
+    `submit` call's result is the reason the model reads, and the turn goes on."""
+    outputs = dict(ending.outputs or {})
+    reason = await answer_refused(spec, state, outputs)
+    if reason is None:
+        return ending, results
+    checked = list(results)
+    for index, (call, result) in enumerate(zip(calls, results, strict=True)):
+        if call.name == SUBMIT and result.ok:
+            text = f"{SUBMIT} was not accepted: {reason.rstrip('.')}. Correct the outputs and call {SUBMIT} again."
+            checked[index] = ToolResult(call.id, call.name, None, "refused", text)
+            break
+    return None, tuple(checked)
+
+
+async def answer_refused(spec: TurnSpec, state: TurnState, outputs: Mapping[str, Any]) -> str | None:
+    """The validator's reason for refusing an answer (None: accepted), reported; past `max_retries`
+    refusals, `imp.ValidationFailed` with every refused answer."""
+    assert spec.validate is not None
+    reason = await check(spec.validate, Prediction(dict(outputs)))
+    if reason is None:
+        return None
+    state.refused.append({"outputs": plain(outputs), "reason": reason})
+    if len(state.refused) > spec.max_retries:
+        raise ValidationFailed(
+            f"imp.react's validator refused {len(state.refused)} answer(s) (max_retries={spec.max_retries}); "
+            f"the last: {reason}",
+            attempts=state.refused,
+        )
+    refused(len(state.refused), reason, "ReAct")
+    return reason
+
+
 async def act(
     spec: TurnSpec,
     state: TurnState,
@@ -98,7 +139,10 @@ async def act(
 ) -> Ending | None:
     """Run a step's calls, record the step, and say how the turn ends if it ends here.
 
-    The deadline passing while the tools run ends the turn `incomplete` (`deadline_exceeded`).
+    The deadline passing while the tools run ends the turn `incomplete` (`deadline_exceeded`). A
+    call left `deferred` (it waits for a decision from outside the run) pauses the turn
+    (`awaiting_approval`) before anything decides whether the step ends it: the resumed turn decides,
+    with every result in hand.
     """
     if thought:
         emit(Reasoning(state.step, thought, forced))
@@ -113,7 +157,12 @@ async def act(
     if ran.timed_out:
         state.add(replace(step, results=ran.results))
         return Ending(cause="deadline_exceeded")
+    if any(result.outcome == "deferred" for result in ran.results):
+        state.add(replace(step, results=ran.results))
+        return Ending(reason="awaiting_approval")
     ending, results = decide(spec, calls, ran.results) if decides else (None, ran.results)
+    if ending is not None and ending.reason == "submit" and spec.validate is not None:
+        ending, results = await validate_submit(spec, state, calls, results, ending)
     step = replace(step, results=results)
     if ending is not None and ending.outputs is not None:
         step = replace(step, fields=dict(ending.outputs))

@@ -1,0 +1,201 @@
+"""Validators that re-ask: `validate=` refuses an answer with `imp.Retry("why")`; the model reads its
+reply and the reason, and answers again, up to `max_retries`; then `imp.ValidationFailed`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import imp
+
+SIG = imp.signature("question -> answer: int")
+
+
+def four(prediction: imp.Prediction) -> None:
+    if prediction.answer != 4:
+        raise imp.Retry(f"{prediction.answer} is not 2 + 2")
+
+
+async def async_four(prediction: imp.Prediction) -> None:
+    four(prediction)
+
+
+def _texts(lm: imp.ScriptedLM) -> list[str]:
+    return [str(r.messages[-1]["content"]) for r in lm.requests]
+
+
+@pytest.mark.parametrize("validate", [four, async_four], ids=["sync", "async"])
+@pytest.mark.parametrize("make", [imp.predict, imp.chain_of_thought], ids=["predict", "chain_of_thought"])
+async def test_a_re_ask_that_succeeds_on_the_second_attempt(make: Any, validate: Any) -> None:
+    lm = imp.ScriptedLM([{"reasoning": "r", "answer": 5}, {"reasoning": "r", "answer": 4}])
+    events: list[imp.Event] = []
+    prediction = await imp.call(make(SIG, lm=lm, validate=validate), question="2 + 2?", on_event=events.append)
+    assert prediction.answer == 4
+    assert len(lm.requests) == 2 and prediction.metadata.lm_calls == 2
+    assert prediction.metadata.usage.requests == 2  # usage counts every attempt
+    second = lm.requests[1].messages
+    assert (
+        second[: len(lm.requests[0].messages)] == lm.requests[0].messages
+    )  # the first request, then the reply and why
+    assert second[-2]["role"] == "assistant" and "5" in second[-2]["content"]
+    assert second[-1]["role"] == "user" and "5 is not 2 + 2" in second[-1]["content"]
+    retries = [e for e in events if e.kind == "output_retry"]
+    assert [(e.payload.attempt, e.payload.reason) for e in retries] == [(1, "5 is not 2 + 2")]
+
+
+async def test_exhausting_max_retries_raises_validation_failed_with_every_attempt() -> None:
+    lm = imp.ScriptedLM([{"answer": 5}, {"answer": 6}, {"answer": 7}, {"answer": 4}])
+    with pytest.raises(imp.ValidationFailed) as caught:
+        await imp.call(imp.predict(SIG, lm=lm, validate=four, max_retries=2), question="q")
+    assert [a["outputs"] for a in caught.value.attempts] == [{"answer": 5}, {"answer": 6}, {"answer": 7}]
+    assert [a["reason"] for a in caught.value.attempts][-1] == "7 is not 2 + 2"
+    assert len(lm.requests) == 3  # max_retries=2: three attempts, the fourth reply never asked for
+
+
+@pytest.mark.parametrize(
+    "adapter", [imp.ChatAdapter(), imp.JSONAdapter(), imp.XMLAdapter()], ids=["chat", "json", "xml"]
+)
+async def test_every_adapter_re_asks_with_the_reason(adapter: imp.Adapter) -> None:
+    lm = imp.ScriptedLM([{"answer": 5}, {"answer": 4}])
+    prediction = await imp.call(imp.predict(SIG, lm=lm, adapter=adapter, validate=four), question="q")
+    assert prediction.answer == 4 and prediction.metadata.adapter == adapter.name
+    assert "5 is not 2 + 2" in str(lm.requests[1].messages[-1]["content"])
+
+
+async def test_max_retries_zero_asks_once() -> None:
+    lm = imp.ScriptedLM([{"answer": 5}])
+    with pytest.raises(imp.ValidationFailed):
+        await imp.call(imp.predict(SIG, lm=lm, validate=four, max_retries=0), question="q")
+    assert len(lm.requests) == 1
+
+
+async def test_a_parse_error_re_asks_with_the_error_and_the_json_fallback_is_the_last_resort() -> None:
+    lm = imp.ScriptedLM(["[[ ## answer ## ]]\nfour", "[[ ## answer ## ]]\nfour", '{"answer": 4}'])
+    prediction = await imp.call(imp.predict(SIG, lm=lm, max_retries=1), question="q")
+    assert prediction.answer == 4 and prediction.metadata.json_fallback
+    assert "could not be read (`answer`)" in _texts(lm)[1]
+    assert len(lm.requests) == 3
+
+
+async def test_an_unreadable_reply_then_a_readable_one_needs_no_fallback() -> None:
+    lm = imp.ScriptedLM(["[[ ## answer ## ]]\nfour", {"answer": 4}])
+    prediction = await imp.call(imp.predict(SIG, lm=lm, validate=four), question="q")
+    assert prediction.answer == 4 and not prediction.metadata.json_fallback and len(lm.requests) == 2
+
+
+async def test_a_validator_that_raises_something_else_is_a_bug_and_propagates() -> None:
+    def broken(prediction: imp.Prediction) -> None:
+        raise KeyError("oops")
+
+    with pytest.raises(KeyError):
+        await imp.call(imp.predict(SIG, lm=imp.ScriptedLM([{"answer": 4}]), validate=broken), question="q")
+
+
+def test_bad_options_are_refused_when_the_program_is_built() -> None:
+    with pytest.raises(TypeError, match="validate="):
+        imp.predict(SIG, validate="yes")
+    with pytest.raises(ValueError, match="max_retries"):
+        imp.predict(SIG, max_retries=-1)
+    with pytest.raises(ValueError, match="max_retries"):
+        imp.react(SIG, [], max_retries=True)
+
+
+async def test_streaming_shows_each_retry_as_a_part() -> None:
+    lm = imp.ScriptedLM([{"answer": 5}, {"answer": 4}])
+    parts = [p async for p in imp.stream(imp.predict(SIG, lm=lm, validate=four), question="q")]
+    assert [p.reason for p in parts if p.kind == "retry"] == ["5 is not 2 + 2"]
+    assert parts[-1].kind == "final" and parts[-1].prediction.answer == 4
+
+
+TEAM = imp.signature("ticket -> team: enum[atlas,harbor], contact: string")
+
+
+def maya(prediction: imp.Prediction) -> None:
+    if prediction.contact != "Maya":
+        raise imp.Retry("atlas's on-call engineer is Maya")
+
+
+def _submit(id: str, contact: str) -> dict[str, Any]:
+    return {"tool_calls": [{"id": id, "name": "submit", "arguments": {"team": "atlas", "contact": contact}}]}
+
+
+async def test_a_validator_under_react_refuses_a_submit_and_the_model_reads_why() -> None:
+    lm = imp.ScriptedLM([_submit("s1", "Bob"), _submit("s2", "Maya")])
+    events: list[imp.Event] = []
+    prediction = await imp.call(imp.react(TEAM, [], lm=lm, validate=maya), ticket="t", on_event=events.append)
+    assert prediction.complete and prediction.contact == "Maya" and len(lm.requests) == 2
+    last = lm.requests[1].messages[-1]
+    assert last["role"] == "tool" and "atlas's on-call engineer is Maya" in last["content"]
+    assert [e.payload.reason for e in events if e.kind == "output_retry"] == ["atlas's on-call engineer is Maya"]
+    assert prediction.metadata.usage.requests == 2
+
+
+async def test_a_validator_under_react_exhausts_its_retries() -> None:
+    lm = imp.ScriptedLM([_submit("s1", "Bob"), _submit("s2", "Tom"), _submit("s3", "Raj")])
+    with pytest.raises(imp.ValidationFailed) as caught:
+        await imp.call(imp.react(TEAM, [], lm=lm, validate=maya, max_retries=1), ticket="t")
+    assert [a["outputs"]["contact"] for a in caught.value.attempts] == ["Bob", "Tom"]
+    assert caught.value.history is not None and len(lm.requests) == 2
+
+
+async def test_a_validator_under_react_checks_a_text_answer() -> None:
+    sig = imp.signature("question -> answer")
+
+    async def yes(prediction: imp.Prediction) -> None:
+        if prediction.answer != "yes":
+            raise imp.Retry("answer yes or nothing")
+
+    lm = imp.ScriptedLM(["no", "yes"])
+    prediction = await imp.call(imp.react(sig, [], lm=lm, validate=yes), question="q")
+    assert prediction.answer == "yes" and len(lm.requests) == 2
+    assert "answer yes or nothing" in str(lm.requests[1].messages[-1]["content"])
+
+
+async def test_a_function_program_takes_a_validator() -> None:
+    lm = imp.ScriptedLM([{"answer": 5}, {"answer": 4}])
+
+    @imp.fn(lm=lm, validate=four)
+    async def add(question: str) -> int:
+        """Add."""
+        answer: int = imp.out()
+        return answer
+
+    assert await add("2 + 2?") == 4 and len(lm.requests) == 2
+
+
+def test_a_saved_program_keeps_its_validator_and_a_tool_its_approval(tmp_path: Any) -> None:
+    refund = imp.tool(
+        lambda order: order,
+        name="refund",
+        description="Refund.",
+        schema={"type": "object", "properties": {"order": {"type": "string"}}},
+        requires_approval=True,
+    )
+    path = tmp_path / "p.json"
+    imp.save(imp.react(TEAM, [refund], validate=maya, max_retries=1), path, registry={"maya": maya, "refund": refund})
+    loaded = imp.load(path, registry={"maya": maya, "refund": refund})
+    assert loaded.validate is maya and loaded.max_retries == 1 and loaded.tools[0].requires_approval
+
+
+async def test_a_function_program_with_tools_pauses_and_resumes() -> None:
+    ran: list[str] = []
+
+    @imp.tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order."""
+        ran.append(order)
+        return "refunded"
+
+    lm = imp.ScriptedLM([{"tool_calls": [{"id": "r", "name": "refund", "arguments": {"order": "A"}}]}, "Refunded A."])
+
+    @imp.fn(lm=lm, tools=[refund])
+    async def handle(ticket: str) -> str:
+        """Handle the ticket."""
+        reply: str = imp.out()
+        return reply
+
+    paused = await handle.predict("refund A")
+    assert paused.metadata.termination_reason == "awaiting_approval" and ran == []
+    done = await imp.call(handle, resume=paused.metadata.pending, decisions={"r": imp.Allow()})
+    assert done.reply == "Refunded A." and ran == ["A"]
