@@ -68,7 +68,11 @@ def _predict_loader(cls: type[Predict]) -> Callable[[Mapping[str, Any], Loader],
     return load_predict
 
 
-_PREDICT_KEYS = frozenset({"signature", "demos", "config", "adapter", "adapter_opts", "json_fallback", "lm"})
+_CHECK_KEYS = frozenset({"validate", "max_retries"})
+"""A validator and its retries, saved only when set (`_dump_checks`)."""
+_PREDICT_KEYS = (
+    frozenset({"signature", "demos", "config", "adapter", "adapter_opts", "json_fallback", "lm"}) | _CHECK_KEYS
+)
 register_program_kind(ProgramKind("predict", Predict, _dump_predict, _predict_loader(Predict), _PREDICT_KEYS))
 register_program_kind(
     ProgramKind("chain_of_thought", ChainOfThought, _dump_predict, _predict_loader(ChainOfThought), _PREDICT_KEYS)
@@ -92,7 +96,17 @@ def _dump_tool(tool: Tool, saver: Saver) -> dict[str, Any]:
 
 
 _TOOL_KEYS = frozenset(
-    {"name", "description", "parameters", "runner", "timeout", "sequential", "call_with", "metadata"}
+    {
+        "name",
+        "description",
+        "parameters",
+        "runner",
+        "timeout",
+        "sequential",
+        "call_with",
+        "metadata",
+        "requires_approval",
+    }
 )
 
 
@@ -187,8 +201,9 @@ def _load_react(data: Mapping[str, Any], loader: Loader) -> Program:
     )
 
 
-_LOOP_KEYS = frozenset(
-    {"signature", "tools", "demos", "config", "adapter", "adapter_opts", "max_iters", "tool_policy", "lm"}
+_LOOP_KEYS = (
+    frozenset({"signature", "tools", "demos", "config", "adapter", "adapter_opts", "max_iters", "tool_policy", "lm"})
+    | _CHECK_KEYS
 )
 _REACT_KEYS = _LOOP_KEYS | {
     "finish",
