@@ -10,7 +10,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then echo $$p; break; fi; done)
 
-.PHONY: all test test-live test-ray live-setup demo lint typecheck bench fmt lock clean browser
+.PHONY: all test test-live test-ray live-setup demo lint typecheck bench fmt lock clean browser measure
 
 all: test
 
@@ -81,15 +81,21 @@ demo: $(STAMP)
 	@$(PY) examples/demo.py
 
 lint: $(STAMP)
-	$(PY) -m ruff check imp tests benchmarks docs examples
-	$(PY) -m ruff format --check imp tests benchmarks docs examples
+	$(PY) -m ruff check imp tests benchmarks docs examples scripts
+	$(PY) -m ruff format --check imp tests benchmarks docs examples scripts
 
 fmt: $(STAMP)
-	$(PY) -m ruff check --fix imp tests benchmarks docs examples
-	$(PY) -m ruff format imp tests benchmarks docs examples
+	$(PY) -m ruff check --fix imp tests benchmarks docs examples scripts
+	$(PY) -m ruff format imp tests benchmarks docs examples scripts
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
+
+# docs/architecture.md's Measured table, from the code (tests/test_architecture.py checks the page).
+# `python scripts/typing_density.py DIR` counts Any and dict/Mapping[str, Any] for any package.
+measure: $(STAMP)
+	$(PY) scripts/measure.py --write
+	@$(PY) scripts/measure.py | tail -n +12
 
 $(BENCH_STAMP): pyproject.toml requirements-bench.lock
 	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match, parallel
     from imp.observe.otel import instrument_otel
     from imp.observe.trace_html import trace_html
-    from imp.optimize import GEPA, BootstrapFewShot, LabeledFewShot, OptimizationResult
+    from imp.optimize import GEPA, BootstrapFewShot, LabeledFewShot, OptimizationError, OptimizationResult
     from imp.saving import ChecksumError, LoadError, SaveError, load, save
 
 from imp.models._factory import lm
@@ -68,6 +68,7 @@ from imp.programs import (
     react,
     react_trajectory,
 )
+from imp.programs.function import FunctionError
 from imp.programs.stream import StreamPart, stream
 from imp.runtime.deadline import deadline
 from imp.runtime.logging import configure_logging, reset_logging
@@ -92,6 +93,7 @@ _LAZY = {
     "BootstrapFewShot": "imp.optimize",
     "GEPA": "imp.optimize",
     "LabeledFewShot": "imp.optimize",
+    "OptimizationError": "imp.optimize",
     "OptimizationResult": "imp.optimize",
     "ChecksumError": "imp.saving",
     "LoadError": "imp.saving",
@@ -140,6 +142,7 @@ __all__ = [
     "ExecutionCancelled",
     "Field",
     "Finish",
+    "FunctionError",
     "FunctionProgram",
     "GEPA",
     "History",
@@ -156,6 +159,7 @@ __all__ = [
     "LoadError",
     "MissingInputError",
     "NotFound",
+    "OptimizationError",
     "OptimizationResult",
     "OutputField",
     "Predict",

@@ -24,6 +24,7 @@ from imp.mcp._render import MCPImage, MCPResult
 from imp.mcp._servers import (
     InvalidMCPServer,
     MCPConnectionError,
+    MCPEnvironmentError,
     MCPError,
     MCPServerNotAuthorized,
     MCPToolNameError,
@@ -36,6 +37,7 @@ __all__ = [
     "ENV_PASSED",
     "InvalidMCPServer",
     "MCPConnectionError",
+    "MCPEnvironmentError",
     "MCPError",
     "MCPImage",
     "MCPResult",

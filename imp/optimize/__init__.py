@@ -8,7 +8,7 @@ metric calls), `_state` (what the loop carries between rounds), `_checkpoint` (i
 options, the planning and folding of rounds), `_result` (the report).
 """
 
-from imp.optimize._base import Optimizer
+from imp.optimize._base import OptimizationError, Optimizer
 from imp.optimize._fewshot import BootstrapFewShot, LabeledFewShot
 from imp.optimize._gepa import GEPA, AutoBudget
 from imp.optimize._result import Candidate, OptimizationResult, StopReason
@@ -20,6 +20,7 @@ __all__ = [
     "BootstrapFewShot",
     "Candidate",
     "LabeledFewShot",
+    "OptimizationError",
     "OptimizationResult",
     "Optimized",
     "Optimizer",

@@ -8,6 +8,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
+from imp.errors import ImpError
 from imp.evaluation.evaluate import check_devset
 from imp.optimize._result import OptimizationResult
 from imp.prediction import Example
@@ -15,7 +16,15 @@ from imp.programs._parameters import Optimized, set_optimized
 from imp.programs.base import Program
 from imp.runtime.sync import run_sync
 
-__all__ = ["Optimizer", "check_positive", "mark"]
+__all__ = ["OptimizationError", "Optimizer", "check_positive", "mark"]
+
+
+class OptimizationError(ImpError, RuntimeError):
+    """An optimizer stopped before it finished: its runs failed `max_errors` times (`__cause__` is the last)."""
+
+    def __init__(self, message: str, *, max_errors: int) -> None:
+        self.max_errors = max_errors
+        super().__init__(message)
 
 
 def check_positive(value: Any, name: str, *, allow_none: bool = False, allow_zero: bool = False) -> None:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from imp.models.base import LM
     from imp.saving import Loader, Saver
 
-__all__ = ["TAGGED", "FunctionProgram", "Out", "dump_function", "fn", "load_function", "out"]
+__all__ = ["TAGGED", "FunctionError", "FunctionProgram", "Out", "dump_function", "fn", "load_function", "out"]
 
 RESULT = "result"
 TAGGED = TemplateAdapter(

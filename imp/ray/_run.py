@@ -21,7 +21,7 @@ import anyio.to_thread
 
 from imp.models.base import LM
 from imp.ray._limits import Hub, Limits
-from imp.ray._rows import BatchResult
+from imp.ray._rows import BatchResult, WorkerStartError
 from imp.ray._worker import Worker
 
 __all__ = ["Batch", "RunOptions", "run_batches"]
@@ -168,7 +168,7 @@ async def _started(ray: Any, pool: _Pool, ids: list[int]) -> None:
     try:
         await anyio.to_thread.run_sync(ray.get, refs)
     except RayActorError as exc:
-        raise RuntimeError(f"imp.ray: a worker could not start: {_reason(exc)}") from None
+        raise WorkerStartError(f"imp.ray: a worker could not start: {_reason(exc)}") from None
 
 
 def _reason(error: BaseException) -> str:

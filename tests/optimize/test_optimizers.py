@@ -80,6 +80,17 @@ async def test_bootstrap_runs_the_trainset_concurrently() -> None:
     assert peak == 5
 
 
+async def test_bootstrap_stops_at_max_errors_with_an_imp_error_naming_the_last() -> None:
+    def handler(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        raise imp.RateLimited("slow down", status=429)
+
+    program = imp.predict("word -> answer", lm=imp.StaticLM(handler))
+    with pytest.raises(imp.OptimizationError, match="max_errors=2 reached; last error: RateLimited") as caught:
+        await BootstrapFewShot(metric, max_errors=2, concurrency=1).compile(program, trainset=examples())
+    assert isinstance(caught.value, imp.ImpError) and isinstance(caught.value, RuntimeError)
+    assert caught.value.max_errors == 2 and isinstance(caught.value.__cause__, imp.RateLimited)
+
+
 def test_options_are_checked_when_built() -> None:
     with pytest.raises(ValueError, match="exactly one budget"):
         GEPA(metric, reflection_lm=reflection())
