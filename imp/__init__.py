@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from imp.optimize import GEPA, BootstrapFewShot, LabeledFewShot, OptimizationError, OptimizationResult
     from imp.saving import ChecksumError, LoadError, SaveError, load, save
 
+from imp.exchanges import inspect_history
 from imp.models._factory import lm
 from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs import (
@@ -73,7 +74,6 @@ from imp.programs.stream import StreamPart, stream
 from imp.runtime.deadline import deadline
 from imp.runtime.logging import configure_logging, reset_logging
 from imp.runtime.run import Event, buffered_sink
-from imp.runtime.trace import inspect_history
 from imp.settings import Settings, configure, context, settings
 from imp.signature import Field, InputField, OutputField, Signature, signature
 from imp.tools import Allow, Cancel, Deny, ExecutionCancelled, Tool, ToolError, tool

@@ -168,21 +168,23 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help=f"write the table into {PAGE.relative_to(REPO)}")
     mode.add_argument("--check", action="store_true", help="exit 1 when the page's table is stale")
+    parser.add_argument("--page", type=Path, default=PAGE, help="the page holding the table (default: %(default)s)")
     args = parser.parse_args(argv)
+    page: Path = args.page
     f = figures()
     block = _block(f)
-    text = PAGE.read_text(encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
     current = _page_block(text)
     if args.write:
         if current is None:
-            print(f"{PAGE}: no measured block ({START!r} ... {END!r}) to write into", file=sys.stderr)
+            print(f"{page}: no measured block ({START!r} ... {END!r}) to write into", file=sys.stderr)
             return 1
-        PAGE.write_text(text.replace(current, block), encoding="utf-8")
-        print(f"wrote the measured table into {PAGE.relative_to(REPO)}")
+        page.write_text(text.replace(current, block), encoding="utf-8")
+        print(f"wrote the measured table into {page}")
         return 0
     if args.check:
         if current != block:
-            print(f"{PAGE.relative_to(REPO)}'s measured table is stale: run `make measure`", file=sys.stderr)
+            print(f"{page}'s measured table is stale: run `make measure`", file=sys.stderr)
             return 1
         return 0
     print(table(f))

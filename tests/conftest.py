@@ -8,12 +8,18 @@ runs an async body under each of the same `BACKENDS`. See tests/README.md.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from imp_backends import BACKENDS
+
+# The repository's scripts (the import graph and the figures `make measure` counts) for the tests
+# of the house's rules.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 
 @pytest.fixture(params=BACKENDS)

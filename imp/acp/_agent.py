@@ -14,14 +14,21 @@ import anyio
 from acp import schema
 from anyio.abc import TaskGroup
 
-import imp
+from imp._version import version
 from imp.acp._mcp import MCPApproval, open_servers
+from imp.errors import AdapterParseError, ContentFiltered, ImpError
+from imp.history import History
+from imp.prediction import Prediction
 from imp.programs.base import Program
+from imp.programs.react import ReAct
+from imp.programs.stream import stream
+from imp.tools import Allow, Deny, ExecutionCancelled, Tool
 from imp.tools.authorization import AuthorizationRequest
 
 __all__ = ["PermissionPolicy", "SessionContext", "SessionStore", "serve"]
 
 log = logging.getLogger("imp.acp")
+
 
 Verdict = Literal["allow", "deny", "ask"]
 PermissionPolicy = Literal["client", "allow"] | Callable[[AuthorizationRequest], Verdict | Awaitable[Verdict]]
@@ -46,7 +53,7 @@ class SessionContext:
     cwd: str
     mcp_servers: tuple[Any, ...] = ()
     """The servers as the editor listed them (ACP's records)."""
-    tools: tuple[imp.Tool, ...] = ()
+    tools: tuple[Tool, ...] = ()
     """The listed servers' tools, connected through `imp.mcp` when `serve` was given `mcp=` approval."""
 
 
@@ -62,7 +69,7 @@ class SessionStore(Protocol):
 class _Session:
     context: SessionContext
     program: Program
-    history: imp.History | None = None
+    history: History | None = None
     always: dict[str, bool] = field(default_factory=dict)
     """Tool name -> allowed (True) or rejected (False) for the rest of the session."""
     scope: anyio.CancelScope | None = None
@@ -104,17 +111,17 @@ class ImpAgent:
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
             agent_capabilities=schema.AgentCapabilities(load_session=self._store is not None),
-            agent_info=schema.Implementation(name="imp", version=imp.__version__),
+            agent_info=schema.Implementation(name="imp", version=version()),
         )
 
     async def _open(self, session_id: str, cwd: str, mcp_servers: Any) -> _Session:
         servers = tuple(mcp_servers or ())
         closed = anyio.Event()
-        tools: tuple[imp.Tool, ...] = ()
+        tools: tuple[Tool, ...] = ()
         if servers and self._mcp is not None and self._group is not None:
             try:
                 tools = tuple(await open_servers(self._group, servers, self._mcp, closed))
-            except imp.ImpError as exc:
+            except ImpError as exc:
                 raise acp.RequestError.invalid_params({"detail": f"the session's MCP servers: {exc}"}) from None
         context = SessionContext(session_id, cwd, servers, tools)
         program = self._factory(context)
@@ -147,7 +154,7 @@ class ImpAgent:
         if saved is None:
             raise acp.RequestError.invalid_params({"sessionId": session_id, "detail": "no such session"})
         session = await self._open(session_id, cwd, mcp_servers)
-        session.history = imp.History.load(saved)
+        session.history = History.load(saved)
         input_key, output_key = self._keys(session.program)
         for step in session.history:  # the conversation replayed: each turn's prompt and answer
             asked, answered = step.get(input_key), step.get(output_key)
@@ -176,7 +183,7 @@ class ImpAgent:
         signature = session.program.signature
         input_key, output_key = self._keys(session.program)
         inputs: dict[str, Any] = {input_key: text}
-        history_key = signature.history_field or ("history" if isinstance(session.program, imp.ReAct) else None)
+        history_key = signature.history_field or ("history" if isinstance(session.program, ReAct) else None)
         if history_key is not None and session.history is not None:
             inputs[history_key] = session.history
         stop: StopReason = "cancelled"
@@ -185,13 +192,13 @@ class ImpAgent:
             session.scope = scope
             try:
                 stop = await self._turn(session, inputs, output_key, seen)
-            except imp.ContentFiltered:
+            except ContentFiltered:
                 stop = "refusal"
-            except imp.AdapterParseError as exc:
+            except AdapterParseError as exc:
                 if exc.finish_reason != "length":
                     raise
                 stop = "max_tokens"  # the reply was cut at max_tokens before its answer
-            except imp.ExecutionCancelled:
+            except ExecutionCancelled:
                 stop = "cancelled"
             finally:
                 session.scope = None
@@ -203,8 +210,8 @@ class ImpAgent:
     async def _turn(self, session: _Session, inputs: dict[str, Any], output_key: str, seen: _Seen) -> StopReason:
         session_id = session.context.session_id
         tail = ""  # the message text streamed since the last tool result
-        prediction: imp.Prediction | None = None
-        parts = imp.stream(session.program, inputs, authorize=self._authorizer(session))
+        prediction: Prediction | None = None
+        parts = stream(session.program, inputs, authorize=self._authorizer(session))
         async for part in parts:
             if part.kind == "field" and part.field == output_key:
                 tail += part.delta
@@ -261,28 +268,28 @@ class ImpAgent:
             await self._update(session_id, schema.UsageUpdate(session_update="usage_update", used=used, size=used))
         return _stop_reason(prediction)
 
-    def _authorizer(self, session: _Session) -> Callable[[AuthorizationRequest], Awaitable[imp.Allow | imp.Deny]]:
-        async def authorize(request: AuthorizationRequest) -> imp.Allow | imp.Deny:
+    def _authorizer(self, session: _Session) -> Callable[[AuthorizationRequest], Awaitable[Allow | Deny]]:
+        async def authorize(request: AuthorizationRequest) -> Allow | Deny:
             verdict: Verdict
             if self._policy == "allow":
-                return imp.Allow()
+                return Allow()
             if self._policy == "client":
                 verdict = "ask"
             else:
                 answer = self._policy(request)
                 verdict = await answer if inspect.isawaitable(answer) else answer
             if verdict == "allow":
-                return imp.Allow()
+                return Allow()
             if verdict == "deny":
-                return imp.Deny("the agent's policy refused this call")
+                return Deny("the agent's policy refused this call")
             remembered = session.always.get(request.tool_name)
             if remembered is not None:
-                return imp.Allow() if remembered else imp.Deny("the user rejected this tool for the session")
+                return Allow() if remembered else Deny("the user rejected this tool for the session")
             return await self._ask(session, request)
 
         return authorize
 
-    async def _ask(self, session: _Session, request: AuthorizationRequest) -> imp.Allow | imp.Deny:
+    async def _ask(self, session: _Session, request: AuthorizationRequest) -> Allow | Deny:
         tool = _tool_of(session.program, request.tool_name)
         call = schema.ToolCallUpdate(
             tool_call_id=request.tool_call_id,
@@ -298,13 +305,13 @@ class ImpAgent:
         if isinstance(outcome, schema.DeniedOutcome):  # the client cancelled the request: end the turn
             if session.scope is not None:
                 session.scope.cancel()
-            return imp.Deny("the permission request was cancelled")
+            return Deny("the permission request was cancelled")
         chosen = outcome.option_id
         if chosen.endswith("_always"):
             session.always[request.tool_name] = chosen.startswith("allow")
         if chosen.startswith("allow"):
-            return imp.Allow()
-        return imp.Deny("the user rejected this call")
+            return Allow()
+        return Deny("the user rejected this call")
 
     async def _update(self, session_id: str, update: Any) -> None:
         await self._conn.session_update(session_id=session_id, update=update)
@@ -319,7 +326,7 @@ class _Seen:
     calls: list[dict[str, Any]] = field(default_factory=list)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def history(self, before: imp.History | None) -> imp.History | None:
+    def history(self, before: History | None) -> History | None:
         """The history before the turn plus the prompt and each call, unfinished ones cancelled."""
         results = [
             self.results.get(c["id"])
@@ -330,11 +337,11 @@ class _Seen:
         if self.calls:
             step["tool_call_results"] = results
         try:
-            added = imp.History.load({"type": "history", "messages": [step]})
+            added = History.load({"type": "history", "messages": [step]})
         except Exception:  # a step the history cannot hold: keep the history as it was
             log.warning("imp.acp: the cancelled turn could not be kept in the history", exc_info=True)
             return before
-        return (before or imp.History()).extend(added)
+        return (before or History()).extend(added)
 
 
 def _text(value: Any) -> str:
@@ -346,19 +353,19 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _tool_of(program: Program, name: str | None) -> imp.Tool | None:
+def _tool_of(program: Program, name: str | None) -> Tool | None:
     tools = getattr(program, "tools", None) or ()
-    found = {t.name: t for t in tools if isinstance(t, imp.Tool)}
+    found = {t.name: t for t in tools if isinstance(t, Tool)}
     return found.get(name or "")
 
 
-def _kind(tool: imp.Tool | None) -> Any:
+def _kind(tool: Tool | None) -> Any:
     """The ACP tool kind: the tool's `metadata["acp_kind"]` when it names one, else "other"."""
     kind = tool.metadata.get("acp_kind") if tool is not None else None
     return kind if kind in _KINDS else "other"
 
 
-def _stop_reason(prediction: imp.Prediction) -> StopReason:
+def _stop_reason(prediction: Prediction) -> StopReason:
     """The ACP stop reason of a finished turn."""
     cause = prediction.metadata.termination_cause
     if cause == "max_iters":

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from imp._redact import redact, redact_text
 from imp.errors import ImpError
 from imp.models.base import Usage
+from imp.observe.report_html import save_report_html
 from imp.prediction import Example, Prediction
 
 __all__ = ["EvaluationError", "EvaluationReport", "EvaluationRow", "ErrorStage", "jsonable"]
@@ -181,8 +182,6 @@ class EvaluationReport:
         """Write a self-contained page (redacted): the score, the distribution of scores, errors and
         the lowest scores first, usage and duration totals, each row linked to its run's page (written
         into `<name>.runs/` beside it); returns the path."""
-        from imp.observe.report_html import save_report_html
-
         return save_report_html(self, path)
 
     def summary(self) -> str:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from imp._redact import redact
+from imp.exchanges import recent_exchanges
 from imp.runtime.run import Event, bound_payload
-from imp.runtime.trace import recent_exchanges
 
 __all__ = ["Recorder"]
 

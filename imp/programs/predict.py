@@ -13,13 +13,13 @@ from imp.adapters._names import as_adapter
 from imp.adapters.base import Adapter, FormatOptions
 from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, ImpError, InvalidInputError, LMError, MissingInputError
+from imp.exchanges import record_exchange
 from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, open_trace, trace_call
 from imp.programs._stream_tap import StreamPart, any_tap, current_tap, streamed_request
 from imp.programs.base import Program
 from imp.runtime.run import Run, current_run
-from imp.runtime.trace import record_exchange
 from imp.runtime.usage import (
     UsageAccumulator,
     innermost_accumulator,

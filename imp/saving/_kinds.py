@@ -1,4 +1,5 @@
-"""The program kinds imp saves: Predict, ChainOfThought, ReAct and ReActTrajectory (with their tools)."""
+"""The program kinds imp saves: Predict, ChainOfThought, ReAct and ReActTrajectory (with their tools),
+and function programs."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from imp.programs.base import Program
-from imp.programs.function import FunctionProgram, dump_function, load_function
+from imp.programs.function import FunctionProgram
 from imp.programs.predict import ChainOfThought, Predict
 from imp.programs.react import ReAct
 from imp.programs.react_trajectory import ReActTrajectory
@@ -172,4 +173,37 @@ def _load_react_trajectory(data: Mapping[str, Any], loader: Loader) -> Program:
 
 
 register_program_kind(ProgramKind("react_trajectory", ReActTrajectory, _dump_react_trajectory, _load_react_trajectory))
-register_program_kind(ProgramKind("function", FunctionProgram, dump_function, load_function))
+
+
+# --- function programs -------------------------------------------------------------------------------
+
+
+def _dump_function(program: FunctionProgram, saver: Saver) -> dict[str, Any]:
+    """A function program's save payload: the function by name, and its inner program (demos, template...)."""
+    return {
+        "function": saver.function(program.fn, f"the function of {program.name}"),
+        "program": saver.program(program.program),
+    }
+
+
+def _load_function(data: Mapping[str, Any], loader: Loader) -> Program:
+    """A function program from its payload: the function from the registry, the rest as saved."""
+    function = loader.function(str(data["function"]), "a function program")
+    if isinstance(function, FunctionProgram):  # the registry may hold the decorated function itself
+        function = function.fn
+    inner = loader.program(data["program"])
+    options: dict[str, Any] = {
+        name: getattr(inner, name)
+        for name in ("lm", "adapter", "demos", "config", "adapter_opts")
+        if hasattr(inner, name)
+    }
+    options["instructions"] = inner.signature.instructions
+    if isinstance(inner, Predict):
+        options["json_fallback"] = inner.json_fallback
+    else:
+        options["tools"], options["max_iters"] = getattr(inner, "tools", ()), getattr(inner, "max_iters", 20)
+        options["extract_instructions"] = getattr(inner, "extract_instructions", None)
+    return FunctionProgram.build(function, **{k: v for k, v in options.items() if v is not None})
+
+
+register_program_kind(ProgramKind("function", FunctionProgram, _dump_function, _load_function))
