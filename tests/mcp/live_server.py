@@ -30,6 +30,10 @@ class Watched:
         """The POSTed notifications of one method."""
         return [m for m in self.posted if m.get("method") == method and "id" not in m]
 
+    def requests(self, method: str) -> list[dict[str, Any]]:
+        """The POSTed requests of one method."""
+        return [m for m in self.posted if m.get("method") == method and "id" in m]
+
 
 def build(watched: Watched) -> FastMCP:
     server = FastMCP("live")
@@ -62,8 +66,13 @@ def build(watched: Watched) -> FastMCP:
 
         server.add_tool(extra, name="extra")
         server.remove_tool("shrinking")
+        listed = len(watched.requests("tools/list"))
         await ctx.session.send_tool_list_changed()
-        await anyio.sleep(0.5)  # the notice (on the GET stream) and the client's re-listing come first
+        # The notice (on the GET stream) and the client's re-listing come before this answer: wait
+        # for the client's next tools/list to arrive (a bound against a hang, not a pause).
+        with anyio.fail_after(10):
+            while len(watched.requests("tools/list")) == listed:  # noqa: ASYNC110 - set by the HTTP handler
+                await anyio.sleep(0.01)
         return "changed"
 
     @server.tool()
