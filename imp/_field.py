@@ -19,6 +19,7 @@ from typing import Any, Literal, TypedDict, Unpack
 import pydantic
 
 from imp._annotation import admits_none, base_annotation
+from imp._jsondata import JSONObject
 from imp._typeparse import parse_type, type_to_text
 
 __all__ = [
@@ -52,7 +53,7 @@ class _Missing:
         return False
 
 
-MISSING: Any = _Missing()
+MISSING: object = _Missing()
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,7 +103,7 @@ class Field:
         """An unconstrained string field."""
         return self.annotation is str and not self.constraints
 
-    def replace(self, **changes: Any) -> Field:
+    def replace(self, **changes: object) -> Field:
         """A copy with some attributes changed."""
         values = {
             "name": self.name,
@@ -115,7 +116,7 @@ class Field:
         values.update(changes)
         return Field(**values)
 
-    def dump(self) -> dict[str, Any]:
+    def dump(self) -> JSONObject:
         """A JSON-friendly copy."""
         out: dict[str, Any] = {
             "name": self.name,

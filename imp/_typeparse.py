@@ -47,7 +47,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class _Parser:
     """Recursive descent over one type expression; positions are offsets into the whole signature."""
 
-    def __init__(self, text: str, source: str, offset: int, names: Mapping[str, Any]) -> None:
+    def __init__(self, text: str, source: str, offset: int, names: Mapping[str, object]) -> None:
         self.names = names
         self.text = text
         self.source = source
@@ -185,7 +185,9 @@ def _union(members: list[Any]) -> Any:
     return Union[tuple(members)]  # noqa: UP007
 
 
-def parse_type(text: str, *, source: str | None = None, offset: int = 0, names: Mapping[str, Any] | None = None) -> Any:
+def parse_type(
+    text: str, *, source: str | None = None, offset: int = 0, names: Mapping[str, object] | None = None
+) -> Any:
     """Parse one type expression into a Python annotation, raising `SignatureError` with its position.
 
     `names` resolves type names of your own (pydantic models, enums) by their class name.
@@ -193,7 +195,7 @@ def parse_type(text: str, *, source: str | None = None, offset: int = 0, names: 
     return _Parser(text, source if source is not None else text, offset, names or {}).parse()
 
 
-def type_to_text(annotation: Any) -> str:
+def type_to_text(annotation: object) -> str:
     """Python's spelling of an annotation, readable by `parse_type` for the types it knows."""
     if annotation is type(None):
         return "None"

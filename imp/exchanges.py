@@ -60,7 +60,7 @@ _RECENT: deque[_Record] = deque(maxlen=process_settings().history_size)
 def record_exchange(
     model: str,
     messages: Sequence[Message],
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     response: LMResponse | None,
     error: str | None = None,
     *,

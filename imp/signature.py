@@ -20,6 +20,7 @@ import pydantic
 
 from imp._annotation import is_history
 from imp._field import MISSING, Field, FieldKind, FieldSpec, InputField, OutputField, load_field
+from imp._jsondata import JSONObject
 from imp._typeparse import parse_type
 from imp.errors import SignatureError
 
@@ -42,7 +43,7 @@ __all__ = [
 class _SignatureMeta(type):
     """Turns `class X(imp.Signature): ...` into a Signature value rather than a new class."""
 
-    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **kwargs: Any) -> Any:
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **kwargs: object) -> Any:
         if not bases:
             return super().__new__(mcls, name, bases, ns, **kwargs)
         return Signature._from_class(name, ns)
@@ -71,7 +72,7 @@ class Signature(metaclass=_SignatureMeta):
         outputs: Iterable[Field],
         instructions: str | None = None,
         *,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         name: str = "Signature",
     ) -> None:
         ins = {f.name: f.replace(kind="input") if f.kind != "input" else f for f in inputs}
@@ -87,7 +88,7 @@ class Signature(metaclass=_SignatureMeta):
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "derived", {})
 
-    def __setattr__(self, key: str, value: Any) -> None:
+    def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError(f"a Signature is immutable; use with_instructions(), prepend_output() ... ({key})")
 
     def __delattr__(self, key: str) -> None:
@@ -98,7 +99,7 @@ class Signature(metaclass=_SignatureMeta):
         """Inputs then outputs, by name."""
         return MappingProxyType({**self.inputs, **self.outputs})
 
-    def _replace(self, **changes: Any) -> Signature:
+    def _replace(self, **changes: object) -> Signature:
         values: dict[str, Any] = {
             "inputs": self.inputs.values(),
             "outputs": self.outputs.values(),
@@ -113,7 +114,7 @@ class Signature(metaclass=_SignatureMeta):
         """The same fields with other instructions."""
         return self._replace(instructions=instructions)
 
-    def with_metadata(self, **metadata: Any) -> Signature:
+    def with_metadata(self, **metadata: object) -> Signature:
         """The same signature with metadata keys added or replaced."""
         return self._replace(metadata={**self.metadata, **metadata})
 
@@ -155,13 +156,13 @@ class Signature(metaclass=_SignatureMeta):
             definitions[f.name] = (f.annotation, info)
         return pydantic.create_model("Outputs", **definitions)
 
-    def json_schema(self) -> dict[str, Any]:
+    def json_schema(self) -> JSONObject:
         """The JSON schema of the outputs, as one object."""
         schema = self.output_model.model_json_schema()
         schema["additionalProperties"] = False
         return schema
 
-    def dump(self) -> dict[str, Any]:
+    def dump(self) -> JSONObject:
         """A JSON-friendly copy, readable by `Signature.load`."""
         return {
             "name": self.name,

@@ -50,7 +50,7 @@ _FALSE = frozenset({"false", "no", "0"})
 class CoercionError(ImpError, ValueError):
     """A value that does not fit its field; adapters turn it into `AdapterParseError`."""
 
-    def __init__(self, field: str, value: Any, reason: str) -> None:
+    def __init__(self, field: str, value: object, reason: str) -> None:
         self.field = field
         self.value = value
         self.reason = reason
@@ -85,7 +85,7 @@ _PLURAL = {
 }
 
 
-def type_name(annotation: Any) -> str:
+def type_name(annotation: object) -> str:
     """The type in plain words, as prompts show it: `string`, `list of strings`, `one of: a, b`."""
     if is_history(annotation):
         return "conversation history"
@@ -111,7 +111,7 @@ def type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation)) + suffix
 
 
-def _admits_none_only(annotation: Any) -> bool:
+def _admits_none_only(annotation: object) -> bool:
     return typing.get_origin(annotation) in (Union, types.UnionType) and _NONE in typing.get_args(annotation)
 
 
@@ -166,7 +166,7 @@ def json_schema_hint(annotation: Any) -> Any:
     return _type_first(pydantic.TypeAdapter(annotation).json_schema())
 
 
-def _type_first(node: Any) -> Any:
+def _type_first(node: object) -> Any:
     # Models follow a schema better when each level says its type first (DSPy writes it so).
     if isinstance(node, dict):
         return {k: _type_first(v) for k, v in sorted(node.items(), key=lambda kv: (kv[0] != "type", kv[0]))}
@@ -178,12 +178,12 @@ def _type_first(node: Any) -> Any:
 # --- writing values into prompts ------------------------------------------------------------
 
 
-def dump_json(value: Any) -> str:
+def dump_json(value: object) -> str:
     """Complete, compact JSON with `", "` and `": "` separators (never truncated)."""
     return json.dumps(to_jsonable_python(value), ensure_ascii=False)
 
 
-def render_value(value: Any, field: Field | None = None) -> str:
+def render_value(value: object, field: Field | None = None) -> str:
     """How a value is written into a prompt."""
     if isinstance(value, str):
         return value
@@ -207,7 +207,7 @@ def render_value(value: Any, field: Field | None = None) -> str:
     return str(jsonable)
 
 
-def _blob(item: Any) -> str:
+def _blob(item: object) -> str:
     text = item if isinstance(item, str) else render_value(item)
     if "\n" not in text and "«" not in text and "»" not in text:
         return f"«{text}»"
@@ -228,7 +228,7 @@ def _numbered(items: list[Any] | tuple[Any, ...]) -> str:
 Coercer = Callable[[str], Any]
 
 
-def _validate(field: Field, value: Any) -> Any:
+def _validate(field: Field, value: object) -> Any:
     try:
         return field.type_adapter.validate_python(value)
     except pydantic.ValidationError as exc:
@@ -267,7 +267,7 @@ def _unquote(text: str) -> str:
     return text
 
 
-def _wants_json_container(annotation: Any) -> bool:
+def _wants_json_container(annotation: object) -> bool:
     origin = typing.get_origin(annotation)
     if origin in (list, dict, tuple, set, frozenset) or annotation in (list, dict):
         return True
@@ -279,7 +279,7 @@ def _wants_json_container(annotation: Any) -> bool:
 _SCALARS = (int, float, bool, _dt.datetime, _dt.date)
 
 
-def _member(field: Field, annotation: Any) -> Field:
+def _member(field: Field, annotation: object) -> Field:
     """A field like this one with one member of its union as the annotation."""
     return Field(field.name, field.kind, annotation, constraints=field.constraints)
 
@@ -351,7 +351,7 @@ def coerce_text(field: Field, text: str) -> Any:
     return value
 
 
-def _scalar(field: Field, annotation: Any, stripped: str, text: str) -> Any:
+def _scalar(field: Field, annotation: object, stripped: str, text: str) -> Any:
     """An int, float, bool, datetime or date from its text (one layer of quotes already taken off)."""
     if annotation is int:
         if not _INT.fullmatch(stripped):
@@ -380,7 +380,7 @@ def _scalar(field: Field, annotation: Any, stripped: str, text: str) -> Any:
         raise CoercionError(field.name, text, "expected an ISO 8601 date") from None
 
 
-def coerce_value(field: Field, value: Any) -> Any:
+def coerce_value(field: Field, value: object) -> Any:
     """Coerce a value given directly (a JSON member, a scripted field) into the field's type."""
     annotation = field.base_annotation
     if value is None:
@@ -407,7 +407,7 @@ def coerce_value(field: Field, value: Any) -> Any:
 # --- checking inputs before a request -------------------------------------------------------
 
 
-def check_input(field: Field, value: Any) -> None:
+def check_input(field: Field, value: object) -> None:
     """Refuse an input value that does not fit its field, before any request (`InvalidInputError`).
 
     The value is checked, not changed: pydantic's lax mode decides what fits (`"5"` for an int,
@@ -441,7 +441,7 @@ def check_input(field: Field, value: Any) -> None:
         ) from None
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     """A value's type for an error message: the value itself may be a secret."""
     return (
         "a " + type(value).__name__ if type(value).__name__[:1].lower() not in "aeiou" else "an " + type(value).__name__

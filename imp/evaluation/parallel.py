@@ -137,7 +137,7 @@ def raise_if_cut_by_deadline(outcomes: Sequence[object]) -> None:
         raise DeadlineExceeded("the deadline passed before the batch finished")
 
 
-def _as_inputs(value: Any, where: str) -> dict[str, Any]:
+def _as_inputs(value: object, where: str) -> dict[str, Any]:
     if isinstance(value, Example):
         try:
             return value.inputs()
@@ -179,7 +179,7 @@ class _Calls(Sequence[Callable[[], Awaitable[Prediction]]]):
         return _job(self._program, self._inputs[index])
 
 
-def _pairs(pairs: Iterable[Any]) -> list[Callable[[], Awaitable[Prediction]]]:
+def _pairs(pairs: Iterable[object]) -> list[Callable[[], Awaitable[Prediction]]]:
     jobs: list[Callable[[], Awaitable[Prediction]]] = []
     for i, pair in enumerate(pairs):
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], Program)):

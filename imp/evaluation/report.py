@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from imp._jsondata import JSONObject
 from imp._redact import redact, redact_text
 from imp.errors import ImpError
 from imp.models.base import Usage
@@ -30,7 +31,7 @@ _CELL = 48
 _TABLE_ROWS = 20
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: object) -> Any:
     """A JSON-safe copy of a value: pydantic models dumped, dates as ISO text, unknown objects as repr."""
     if value is None or isinstance(value, bool | int | str):
         return value
@@ -136,7 +137,7 @@ class EvaluationReport:
         """Each row's prediction, or the exception its program raised, in devset order."""
         return [row.outcome for row in self.rows]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-safe, redacted record of the whole report."""
         return {
             "score": self.score,
@@ -228,7 +229,7 @@ class EvaluationReport:
         )
 
 
-def _cell_text(value: Any) -> str:
+def _cell_text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
@@ -237,7 +238,7 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _fields_text(fields: Mapping[str, Any], width: int) -> str:
+def _fields_text(fields: Mapping[str, object], width: int) -> str:
     return _clip(", ".join(f"{k}={_cell_text(v)}" for k, v in fields.items()), width)
 
 

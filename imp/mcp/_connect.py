@@ -87,7 +87,7 @@ class _Server:
         headers, self.secrets = spec.http_headers()
         return http_streams(spec.url, headers, http_timeout=timeout)
 
-    async def _message(self, message: Any) -> None:
+    async def _message(self, message: object) -> None:
         """The session's handler for what the server sends on its own: a changed tool list."""
         if isinstance(message, types.ServerNotification) and isinstance(
             message.root, types.ToolListChangedNotification
@@ -156,7 +156,7 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
     return tools
 
 
-async def _cancel(session: ClientSession, outcome: Mapping[str, Any], reason: str) -> None:
+async def _cancel(session: ClientSession, outcome: Mapping[str, object], reason: str) -> None:
     """Tell the server a call was given up (`notifications/cancelled`), so it can stop the work."""
     request_id = outcome.get("id")
     if not isinstance(request_id, int) or "result" in outcome:
@@ -181,9 +181,9 @@ class _Runner:
 
     def __init__(self, server: _Server, state: _Import, tool: str, name: str, timeout: float | None) -> None:
         self.server, self.state, self.tool, self.name, self.timeout = server, state, tool, name, timeout
-        self.parameters: Mapping[str, Any] = {}
+        self.parameters: Mapping[str, object] = {}
 
-    async def __call__(self, arguments: Mapping[str, Any]) -> MCPResult:
+    async def __call__(self, arguments: Mapping[str, object]) -> MCPResult:
         name, server = self.name, self.server
         problems = check_arguments(self.parameters, arguments)
         if problems:

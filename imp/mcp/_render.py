@@ -92,7 +92,7 @@ def _block_text(block: types.ContentBlock, images: list[MCPImage]) -> str:
     return f"[resource: {resource.uri}, {resource.mimeType or 'binary'}]"
 
 
-def _says(text: str, value: Any) -> bool:
+def _says(text: str, value: object) -> bool:
     if isinstance(value, str) and text.strip() == value.strip():
         return True
     try:
@@ -101,7 +101,7 @@ def _says(text: str, value: Any) -> bool:
         return False
 
 
-def _said(texts: list[str], structured: Mapping[str, Any]) -> bool:
+def _said(texts: list[str], structured: Mapping[str, object]) -> bool:
     """Whether a text block already says the structured content: as JSON, or (for a one-key
     wrapper such as FastMCP's `{"result": value}`) as the value itself."""
     values: list[Any] = [structured]

@@ -219,7 +219,7 @@ def parse_servers(servers: Sequence[Mapping[str, Any]]) -> list[ServerSpec]:
     return specs
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -227,7 +227,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _frozen(value: Any) -> Any:
+def _frozen(value: object) -> Any:
     if isinstance(value, Mapping):
         return MappingProxyType({k: _frozen(v) for k, v in value.items()})
     if isinstance(value, list | tuple):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any
 
 from imp._redact import redact, redact_text
 
@@ -91,12 +90,12 @@ _SCRIPT = """
 """
 
 
-def esc(value: Any) -> str:
+def esc(value: object) -> str:
     """Text for HTML, redacted and escaped."""
     return html.escape(redact_text(value if isinstance(value, str) else str(value)))
 
 
-def pretty(value: Any) -> str:
+def pretty(value: object) -> str:
     """A value as redacted, escaped, indented JSON (strings as they are) inside <pre>."""
     text = value if isinstance(value, str) else json.dumps(redact(value), indent=2, ensure_ascii=False, default=str)
     return f"<pre>{esc(text)}</pre>"

@@ -10,8 +10,9 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from imp._jsondata import JSONObject
 from imp.models.base import Usage
 from imp.observe._page import esc, page
 from imp.observe.trace_html import render_trace
@@ -34,7 +35,7 @@ class Row(Protocol):
     def prediction(self) -> Prediction | None: ...
     @property
     def error(self) -> Exception | None: ...
-    def to_dict(self) -> dict[str, Any]: ...
+    def to_dict(self) -> JSONObject: ...
 
 
 class Report(Protocol):
@@ -101,7 +102,7 @@ def _chart(report: Report) -> str:
     return f"<h2>Distribution of scores</h2><div class='chart' id='distribution'>{cols}</div>"
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
     return esc(text if len(text) <= _CELL else text[: _CELL - 1] + "…")

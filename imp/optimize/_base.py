@@ -6,7 +6,6 @@ import abc
 import copy
 import functools
 from collections.abc import Iterable
-from typing import Any
 
 from imp.errors import ImpError
 from imp.evaluation.evaluate import check_devset
@@ -27,7 +26,7 @@ class OptimizationError(ImpError, RuntimeError):
         super().__init__(message)
 
 
-def check_positive(value: Any, name: str, *, allow_none: bool = False, allow_zero: bool = False) -> None:
+def check_positive(value: object, name: str, *, allow_none: bool = False, allow_zero: bool = False) -> None:
     """Refuse a count that is not a whole number above zero (or zero, or None, where allowed)."""
     if value is None and allow_none:
         return
@@ -78,7 +77,7 @@ class Optimizer(abc.ABC):
         return checked
 
     @staticmethod
-    def check_program(program: Any) -> Program:
+    def check_program(program: object) -> Program:
         """Refuse what is not an imp program."""
         if not isinstance(program, Program):
             raise TypeError(f"an optimizer compiles an imp program, got {type(program).__name__}")

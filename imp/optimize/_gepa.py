@@ -6,10 +6,11 @@ import math
 import random
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Unpack
+from typing import Unpack
 
 import anyio
 
+from imp._jsondata import JSONObject
 from imp.errors import DeadlineExceeded
 from imp.evaluation.metrics import Metric
 from imp.models.base import LM
@@ -374,7 +375,7 @@ class GEPA(Optimizer):
                 state.merges.tested += 1
         return stop
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """The options that shaped a run (for logs)."""
         return {
             "auto": self.options["auto"],

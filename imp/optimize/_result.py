@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from imp._jsondata import JSONObject
 from imp.programs.base import Program
 from imp.records import NO_USAGE, Usage
 
@@ -62,7 +63,7 @@ class OptimizationResult:
         """The best candidate's mean validation score."""
         return self.best.score
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONObject:
         """A JSON-safe account of the run (saved beside the optimized program)."""
         return {
             "candidates": len(self.candidates),

@@ -69,7 +69,7 @@ def _options(
     limits: Limits | None,
     num_cpus: float,
     lm_factory: Callable[[], LM] | None,
-    registry: Mapping[str, Any] | None,
+    registry: Mapping[str, object] | None,
     max_errors: int | None,
     input_keys: Sequence[str] | None,
 ) -> RunOptions:
@@ -220,7 +220,7 @@ async def map(
     timeout: float | None = None,  # noqa: ASYNC109 - per item, applied as an imp.deadline on the worker
     limits: Limits | None = None,
     lm_factory: Callable[[], LM] | None = None,
-    registry: Mapping[str, Any] | None = None,
+    registry: Mapping[str, object] | None = None,
     input_keys: Sequence[str] | None = None,
     num_cpus: float = 0.5,
 ) -> list[Prediction | Exception]:

@@ -56,7 +56,7 @@ class Batch:
 class _Pool:
     """The run's hub and workers; a dead worker is replaced by a fresh one."""
 
-    def __init__(self, ray: Any, document: Mapping[str, Any], options: RunOptions) -> None:
+    def __init__(self, ray: Any, document: Mapping[str, object], options: RunOptions) -> None:
         self._ray = ray
         self._document = document
         self._options = options
@@ -99,7 +99,7 @@ class _Pool:
         self.handles.clear()
 
 
-def batches(items: Sequence[Any], size: int) -> deque[tuple[Batch, int]]:
+def batches(items: Sequence[object], size: int) -> deque[tuple[Batch, int]]:
     """The items cut into batches, each with its attempt number (1)."""
     return deque(
         (Batch(n, tuple((i, items[i]) for i in range(start, min(start + size, len(items))))), 1)
@@ -110,8 +110,8 @@ def batches(items: Sequence[Any], size: int) -> deque[tuple[Batch, int]]:
 async def run_batches(
     ray: Any,
     kind: Kind,
-    document: Mapping[str, Any],
-    items: Sequence[Any],
+    document: Mapping[str, object],
+    items: Sequence[object],
     options: RunOptions,
     *,
     extra: tuple[Any, ...],

@@ -104,7 +104,7 @@ def _function_name(fn: Callable[..., Any], names: Mapping[int, str], where: str)
     )
 
 
-def _callables(registry: Mapping[str, Any] | None) -> dict[str, Any]:
+def _callables(registry: Mapping[str, object] | None) -> dict[str, Any]:
     """The registry's functions and tools (its classes resolve types, not functions)."""
     return {
         k: v for k, v in (registry or {}).items() if isinstance(v, Tool) or (callable(v) and not isinstance(v, type))
@@ -121,7 +121,7 @@ def _drop_userinfo(url: str) -> str:
 class Saver:
     """What a kind's dump function uses: JSON-safe values, functions by name, LMs without credentials."""
 
-    def __init__(self, registry: Mapping[str, Any] | None = None, *, include_lm: bool = True) -> None:
+    def __init__(self, registry: Mapping[str, object] | None = None, *, include_lm: bool = True) -> None:
         # A registry names functions, and tools by their runner (`registry={"lookup": lookup}`
         # with `lookup` an `@imp.tool`).
         self._names = {id(v.runner if isinstance(v, Tool) else v): k for k, v in _callables(registry).items()}
@@ -131,7 +131,7 @@ class Saver:
         """The name a function is saved under (its registry name, else its qualified name)."""
         return _function_name(fn, self._names, where)
 
-    def value(self, value: Any, where: str, *, drop_secrets: bool = False, functions: bool = False) -> Any:
+    def value(self, value: object, where: str, *, drop_secrets: bool = False, functions: bool = False) -> Any:
         """A JSON-safe copy of a value; raises `SaveError` naming `where` for what JSON cannot hold."""
         if value is None or isinstance(value, bool | int | str):
             return value
@@ -253,7 +253,7 @@ class Loader:
         entry = self.registry.get(name)
         return entry if isinstance(entry, Tool) else None
 
-    def value(self, value: Any, where: str) -> Any:
+    def value(self, value: object, where: str) -> Any:
         """A saved value with its `{"$function": name}` markers resolved from the registry."""
         if isinstance(value, Mapping):
             if set(value) == {FUNCTION} and isinstance(value[FUNCTION], str):
@@ -263,7 +263,7 @@ class Loader:
             return [self.value(v, f"{where}[{i}]") for i, v in enumerate(value)]
         return value
 
-    def signature(self, data: Mapping[str, Any]) -> Signature:
+    def signature(self, data: Mapping[str, object]) -> Signature:
         """A saved signature; custom field types come from the registry by class name."""
         types = {k: v for k, v in self.registry.items() if isinstance(v, type)}
         try:
@@ -274,7 +274,7 @@ class Loader:
                 "if it uses your own classes, pass them in registry={'ClassName': ClassName}"
             ) from exc
 
-    def adapter(self, name: Any) -> Adapter | None:
+    def adapter(self, name: object) -> Adapter | None:
         """The allowlisted adapter a file names."""
         if name is None:
             return None
@@ -285,7 +285,7 @@ class Loader:
             raise LoadError(f"the saved adapter {name!r} is not one of {', '.join(ADAPTERS)}")
         return cls()
 
-    def lm(self, data: Any) -> LM | None:
+    def lm(self, data: object) -> LM | None:
         """The LM to pin: `imp.load(..., lm=...)` if given, else one rebuilt from provider, model and options."""
         if self.lm_override is not None:
             return self.lm_override
@@ -298,7 +298,7 @@ class Loader:
         options = dict(data.get("options") or {})
         return make_lm(f"{data['provider']}:{data['model']}", base_url=data.get("base_url"), **options)
 
-    def program(self, data: Mapping[str, Any]) -> Program:
+    def program(self, data: Mapping[str, object]) -> Program:
         """A nested program from its payload."""
         name = data.get("kind")
         kind = KINDS.get(name) if isinstance(name, str) else None

@@ -25,12 +25,12 @@ FORMAT = "imp.program"
 SCHEMA_VERSION = 1
 
 
-def _canonical(document: Mapping[str, Any]) -> bytes:
+def _canonical(document: Mapping[str, object]) -> bytes:
     body = {k: v for k, v in document.items() if k != "checksum"}
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _redacted(value: Any, where: str, found: list[str]) -> Any:
+def _redacted(value: object, where: str, found: list[str]) -> Any:
     """The payload with every text redacted by value shape (as logs are); `found` gets the places."""
     if isinstance(value, str):
         shown = redact_text(value)
@@ -44,12 +44,12 @@ def _redacted(value: Any, where: str, found: list[str]) -> Any:
     return value
 
 
-def _checksum(document: Mapping[str, Any]) -> str:
+def _checksum(document: Mapping[str, object]) -> str:
     return "sha256:" + hashlib.sha256(_canonical(document)).hexdigest()
 
 
 def dump_program(
-    program: Program, *, registry: Mapping[str, Any] | None = None, include_lm: bool = True
+    program: Program, *, registry: Mapping[str, object] | None = None, include_lm: bool = True
 ) -> dict[str, Any]:
     """The document `imp.save` writes, as a dict (format, schema version, program, checksum)."""
     if not isinstance(program, Program):
@@ -67,7 +67,7 @@ def dump_program(
 
 
 def load_program(
-    document: Mapping[str, Any], *, registry: Mapping[str, Any] | None = None, lm: LM | None = None
+    document: Mapping[str, object], *, registry: Mapping[str, object] | None = None, lm: LM | None = None
 ) -> Program:
     """A program from a document `dump_program` made; checks the format, schema version and checksum."""
     if not isinstance(document, Mapping) or document.get("format") != FORMAT:
@@ -115,7 +115,7 @@ def save(
     program: Program,
     path: str | os.PathLike[str],
     *,
-    registry: Mapping[str, Any] | None = None,
+    registry: Mapping[str, object] | None = None,
     include_lm: bool = True,
 ) -> Path:
     """Write a program to `path` as checksummed JSON (atomically, mode 0600); returns the path.
@@ -129,7 +129,9 @@ def save(
     return target
 
 
-def load(path: str | os.PathLike[str], *, registry: Mapping[str, Any] | None = None, lm: LM | None = None) -> Program:
+def load(
+    path: str | os.PathLike[str], *, registry: Mapping[str, object] | None = None, lm: LM | None = None
+) -> Program:
     """Read a program `imp.save` wrote; `registry` resolves saved function and type names, `lm` overrides the model."""
     target = Path(path)
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from imp._jsondata import JSONObject
 from imp.programs.base import Program
 from imp.programs.function import FunctionProgram
 from imp.programs.predict import ChainOfThought, Predict
@@ -21,7 +22,7 @@ __all__: list[str] = []
 # --- Predict and ChainOfThought ---------------------------------------------------------------------
 
 
-def _dump_predict(program: Predict, saver: Saver) -> dict[str, Any]:
+def _dump_predict(program: Predict, saver: Saver) -> JSONObject:
     owner = type(program).__name__
     opts = {k: v for k, v in program.adapter_opts.items() if k != "demos"}
     return {
@@ -57,7 +58,7 @@ register_program_kind(ProgramKind("chain_of_thought", ChainOfThought, _dump_pred
 # --- ReAct ------------------------------------------------------------------------------------------
 
 
-def _dump_tool(tool: Tool, saver: Saver) -> dict[str, Any]:
+def _dump_tool(tool: Tool, saver: Saver) -> JSONObject:
     return {
         "name": tool.name,
         "description": tool.description,
@@ -91,10 +92,10 @@ def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:
     )
 
 
-def _dump_tool_loop(program: ReAct | ReActTrajectory, saver: Saver) -> dict[str, Any]:
+def _dump_tool_loop(program: ReAct | ReActTrajectory, saver: Saver) -> JSONObject:
     """What both tool loops save alike: the signature, tools, demos, config, adapter and policy."""
     policy = program.tool_policy
-    saved_policy: Any = (
+    saved_policy: object = (
         {FUNCTION: saver.function(policy, "tool_policy")} if callable(policy) else saver.value(policy, "tool_policy")
     )
     opts = {k: v for k, v in program.adapter_opts.items() if k != "demos"}
@@ -110,7 +111,7 @@ def _dump_tool_loop(program: ReAct | ReActTrajectory, saver: Saver) -> dict[str,
     }
 
 
-def _dump_react(program: ReAct, saver: Saver) -> dict[str, Any]:
+def _dump_react(program: ReAct, saver: Saver) -> JSONObject:
     saved = _dump_tool_loop(program, saver)
     policy = saved.pop("tool_policy")  # kept in its place among the keys, after the loop's own
     saved |= {
@@ -164,11 +165,11 @@ register_program_kind(ProgramKind("react", ReAct, _dump_react, _load_react))
 # --- ReActTrajectory ---------------------------------------------------------------------------------
 
 
-def _dump_react_trajectory(program: ReActTrajectory, saver: Saver) -> dict[str, Any]:
+def _dump_react_trajectory(program: ReActTrajectory, saver: Saver) -> JSONObject:
     return _dump_tool_loop(program, saver) | {"lm": saver.lm(program.lm, "ReActTrajectory")}
 
 
-def _load_react_trajectory(data: Mapping[str, Any], loader: Loader) -> Program:
+def _load_react_trajectory(data: Mapping[str, object], loader: Loader) -> Program:
     return ReActTrajectory(**_load_tool_loop(data, loader))
 
 
@@ -178,7 +179,7 @@ register_program_kind(ProgramKind("react_trajectory", ReActTrajectory, _dump_rea
 # --- function programs -------------------------------------------------------------------------------
 
 
-def _dump_function(program: FunctionProgram, saver: Saver) -> dict[str, Any]:
+def _dump_function(program: FunctionProgram, saver: Saver) -> JSONObject:
     """A function program's save payload: the function by name, and its inner program (demos, template...)."""
     return {
         "function": saver.function(program.fn, f"the function of {program.name}"),

@@ -177,7 +177,7 @@ class _Step:
         shown = decoded if decoded is not None else slot.call.arguments
         self.emit(ToolEvent.call(slot.index, slot.call.id, slot.call.name, shown))
 
-    def record(self, slot: _Slot, outcome: ToolOutcome, *, result: Any = None, error: str | None = None) -> None:
+    def record(self, slot: _Slot, outcome: ToolOutcome, *, result: object = None, error: str | None = None) -> None:
         if slot.result is not None:
             return
         if error:
@@ -301,7 +301,7 @@ class _Step:
     async def _execute(self, slot: _Slot, tool: Tool, invocation: _Invocation) -> None:
         name = tool.name
         slot.running = True
-        value: Any = None
+        value: object = None
         with anyio.move_on_after(tool.timeout) as scope:
             try:
                 value = await self._invoke(tool, invocation)

@@ -99,7 +99,7 @@ def annotated(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def arguments_model(
-    fn: Callable[..., Any], model_name: str, namespace: Mapping[str, Any] | None = None
+    fn: Callable[..., Any], model_name: str, namespace: Mapping[str, object] | None = None
 ) -> type[pydantic.BaseModel]:
     """A pydantic model of a function's parameters (type hints and defaults), extra keys forbidden.
 
@@ -134,7 +134,7 @@ def model_schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
     return stripped
 
 
-def _strip_titles(schema: Any) -> Any:
+def _strip_titles(schema: object) -> Any:
     """Remove `title` keywords from a schema, leaving properties that are named "title" alone."""
     if isinstance(schema, list):
         return [_strip_titles(s) for s in schema]
@@ -154,7 +154,7 @@ def _strip_titles(schema: Any) -> Any:
 # --- checking ---------------------------------------------------------------------------------
 
 
-def check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[SchemaProblem]:
+def check_arguments(schema: Mapping[str, object], arguments: Mapping[str, object]) -> list[SchemaProblem]:
     """Every problem (at most a few) of `arguments` against `schema`; an empty list when they fit.
 
     An empty schema accepts anything.
@@ -245,10 +245,10 @@ def _number(value: object) -> str:
 class _Checker:
     """Walks one schema (resolving local `$ref`s against its root) and collects problems."""
 
-    def __init__(self, root: Mapping[str, Any]) -> None:
+    def __init__(self, root: Mapping[str, object]) -> None:
         self.root = root
 
-    def resolve(self, schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    def resolve(self, schema: Mapping[str, object]) -> Mapping[str, Any]:
         seen = 0
         while "$ref" in schema and seen < 32:
             ref = schema["$ref"]
@@ -267,7 +267,7 @@ class _Checker:
             seen += 1
         return schema
 
-    def check(self, schema: Mapping[str, Any], value: Any, path: str, out: list[SchemaProblem]) -> None:
+    def check(self, schema: Mapping[str, object], value: object, path: str, out: list[SchemaProblem]) -> None:
         if len(out) >= _MAX_PROBLEMS:
             return
         schema = self.resolve(schema)
@@ -293,7 +293,7 @@ class _Checker:
             self._check_array(schema, value, path, out)
         self._check_combinators(schema, value, path, out)
 
-    def _check_type(self, schema: Mapping[str, Any], value: Any, path: str, out: list[SchemaProblem]) -> bool:
+    def _check_type(self, schema: Mapping[str, Any], value: object, path: str, out: list[SchemaProblem]) -> bool:
         declared = schema.get("type")
         if declared is None:
             if ("properties" in schema or "required" in schema) and not isinstance(value, Mapping):
@@ -309,7 +309,7 @@ class _Checker:
         out.append(SchemaProblem(path, f"must be {wanted}, not {shown}"))
         return False
 
-    def _check_string(self, schema: Mapping[str, Any], value: str, path: str, out: list[SchemaProblem]) -> None:
+    def _check_string(self, schema: Mapping[str, object], value: str, path: str, out: list[SchemaProblem]) -> None:
         low, high = schema.get("minLength"), schema.get("maxLength")
         if isinstance(low, int) and len(value) < low:
             noun = "character" if low == 1 else "characters"
@@ -326,7 +326,7 @@ class _Checker:
             if not matched:
                 out.append(SchemaProblem(path, f"must match the pattern `{pattern}`"))
 
-    def _check_number(self, schema: Mapping[str, Any], value: float, path: str, out: list[SchemaProblem]) -> None:
+    def _check_number(self, schema: Mapping[str, object], value: float, path: str, out: list[SchemaProblem]) -> None:
         bounds: list[tuple[str, Callable[[float, float], bool], str]] = [
             ("minimum", lambda v, b: v >= b, "at least"),
             ("exclusiveMinimum", lambda v, b: v > b, "greater than"),
@@ -366,7 +366,7 @@ class _Checker:
             out.append(SchemaProblem(path, f"must have at least {schema['minProperties']} keys"))
 
     def _check_array(
-        self, schema: Mapping[str, Any], value: Sequence[Any], path: str, out: list[SchemaProblem]
+        self, schema: Mapping[str, object], value: Sequence[object], path: str, out: list[SchemaProblem]
     ) -> None:
         low, high = schema.get("minItems"), schema.get("maxItems")
         if isinstance(low, int) and len(value) < low:
@@ -392,7 +392,7 @@ class _Checker:
             for index in range(start, len(value)):
                 self.check(items, value[index], _join(path, index), out)
 
-    def _check_combinators(self, schema: Mapping[str, Any], value: Any, path: str, out: list[SchemaProblem]) -> None:
+    def _check_combinators(self, schema: Mapping[str, Any], value: object, path: str, out: list[SchemaProblem]) -> None:
         for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
             if isinstance(sub, Mapping):
                 self.check(sub, value, path, out)
@@ -417,7 +417,7 @@ class _Checker:
                 choices = " or ".join(dict.fromkeys(self._describe(sub) for sub, _ in results))
                 out.append(SchemaProblem(path, f"must be {choices}, not {_preview(value)}"))
 
-    def _type_fits(self, schema: Mapping[str, Any], value: Any) -> bool:
+    def _type_fits(self, schema: Mapping[str, Any], value: object) -> bool:
         schema = self.resolve(schema)
         declared = schema.get("type")
         if declared is None:

@@ -131,10 +131,10 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    schema: Mapping[str, Any] | None = None,
+    schema: Mapping[str, object] | None = None,
     timeout: float | None = None,
     sequential: bool = False,
-    metadata: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, object] | None = None,
     call_with: CallWith = "keywords",
     internal: bool = False,
 ) -> Tool: ...
@@ -145,10 +145,10 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    schema: Mapping[str, Any] | None = None,
+    schema: Mapping[str, object] | None = None,
     timeout: float | None = None,
     sequential: bool = False,
-    metadata: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, object] | None = None,
     call_with: CallWith = "keywords",
     internal: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
@@ -158,10 +158,10 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    schema: Mapping[str, Any] | None = None,
+    schema: Mapping[str, object] | None = None,
     timeout: float | None = None,
     sequential: bool = False,
-    metadata: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, object] | None = None,
     call_with: CallWith = "keywords",
     internal: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
@@ -218,7 +218,7 @@ def tool(
     return build(fn)
 
 
-def as_tool(value: Any, taker: str) -> Tool:
+def as_tool(value: object, taker: str) -> Tool:
     """A program's tool: an `imp.Tool` as it is, a plain function made one with `tool` (as DSPy
     does); anything else is refused, naming the program (`taker`) that was given it."""
     if isinstance(value, Tool):
