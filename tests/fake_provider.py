@@ -125,10 +125,18 @@ class Faults:
     """A seeded share of faults: in every run of `round(1 / rate)` requests exactly one is faulted, at
     a seeded place, so the share holds over a short run too; the kind is dealt from a shuffled deck
     of every kind, so each comes up once in every deck's worth of faults. `stream_stall` is dealt
-    only to a streamed request."""
+    only to a streamed request. With `every_kind_first`, the first requests get one of each kind
+    (those that fit them) before the share begins: a run that a loaded machine keeps short still
+    sees every fault."""
 
     def __init__(
-        self, *, rate: float = 0.25, seed: int = 0, kinds: Sequence[FaultKind] = FAULT_KINDS, stall: float = 8.0
+        self,
+        *,
+        rate: float = 0.25,
+        seed: int = 0,
+        kinds: Sequence[FaultKind] = FAULT_KINDS,
+        stall: float = 8.0,
+        every_kind_first: bool = False,
     ) -> None:
         self.rate = rate
         self.kinds = tuple(kinds)
@@ -137,9 +145,14 @@ class Faults:
         self._deck: list[FaultKind] = []
         self._block = max(1, round(1 / rate)) if rate > 0 else 0
         self._left: list[bool] = []
+        self._first: list[FaultKind] = list(self.kinds) if every_kind_first else []
+        self._random.shuffle(self._first)
 
     def draw(self, stream: bool) -> str:
         """The outcome of the next request: `ok`, or a fault's kind."""
+        for index, kind in enumerate(self._first):
+            if stream or kind != "stream_stall":
+                return self._first.pop(index)
         if not self._block:
             return "ok"
         if not self._left:

