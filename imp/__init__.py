@@ -104,11 +104,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    """Evaluation, saving, `imp.mcp` and `imp.ray` load on first use: `import imp` stays light, and the
-    optional `mcp` and `ray` extras are only needed by who uses them."""
+    """Evaluation, saving, `imp.mcp`, `imp.agui` and `imp.ray` load on first use: `import imp` stays
+    light, and the optional `mcp`, `agui` and `ray` extras are only needed by who uses them."""
     import importlib
 
-    if name in ("mcp", "ray"):  # optional extras: importing them says which `pip install 'imp[...]'` they need
+    if name in ("mcp", "agui", "ray"):  # optional extras: importing them says which `pip install 'imp[...]'` they need
         return importlib.import_module(f"imp.{name}")
     module = _LAZY.get(name)
     if module is None:

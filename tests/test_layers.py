@@ -20,6 +20,7 @@ MODULES = import_graph.modules()
 # as no circle forms (tests/test_architecture.py).
 ROOMS = [
     "imp._version",
+    "imp._jsondata",
     "imp._json",
     "imp._redact",
     "imp._frozen",
@@ -34,24 +35,26 @@ ROOMS = [
     "imp.prediction",
     "imp.runtime",
     "imp.tools",
-    "imp.mcp",
     "imp.adapters",
     "imp.models",
     "imp.settings",
     "imp.exchanges",
     "imp.programs",
+    "imp.mcp",
     "imp.saving",
     "imp.observe",
     "imp.evaluation",
     "imp.optimize",
     "imp.ray",
     "imp.acp",
+    "imp.agui",
     "imp.trace",
 ]
 """`imp` itself (the package root, which re-exports) sits above them all."""
 
 # The bottom of the house, module by module (the adapters' modules too, the lowest room with several).
 MODULE_ORDER = [
+    "imp._jsondata",
     "imp._json",
     "imp._redact",
     "imp._frozen",

@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
-from mcp import ClientSession, McpError, types
+from mcp import ClientSession, types
 
 from imp._redact import redact_text
 from imp.mcp._http import HTTP_BROKEN, HTTP_STATUS_ERROR, HTTP_UNREACHABLE, http_streams
 from imp.mcp._render import MCPResult, render_result
+from imp.mcp._sdk import V2, cancelled_notification, error_of, unwrap, wire
 from imp.mcp._servers import (
     MCPConnectionError,
     MCPToolNameError,
@@ -89,9 +90,7 @@ class _Server:
 
     async def _message(self, message: object) -> None:
         """The session's handler for what the server sends on its own: a changed tool list."""
-        if isinstance(message, types.ServerNotification) and isinstance(
-            message.root, types.ToolListChangedNotification
-        ):
+        if isinstance(unwrap(message), types.ToolListChangedNotification):
             self.changed.set()
 
     async def _refresh(self, session: ClientSession) -> None:
@@ -149,20 +148,21 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
     listed = await session.list_tools()
     tools = list(listed.tools)
     for _ in range(1000):
-        if not listed.nextCursor:
+        cursor = wire(listed).get("nextCursor")
+        if not cursor:
             break
-        listed = await session.list_tools(params=types.PaginatedRequestParams(cursor=listed.nextCursor))
+        listed = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
         tools.extend(listed.tools)
     return tools
 
 
 async def _cancel(session: ClientSession, outcome: Mapping[str, object], reason: str) -> None:
-    """Tell the server a call was given up (`notifications/cancelled`), so it can stop the work."""
+    """Tell the server a call was given up (`notifications/cancelled`), so it can stop the work.
+    The 2.x SDK sends it itself when a caller gives up, so imp sends it only under 1.x."""
     request_id = outcome.get("id")
-    if not isinstance(request_id, int) or "result" in outcome:
+    if V2 or not isinstance(request_id, int) or "result" in outcome:
         return
-    params = types.CancelledNotificationParams(requestId=request_id, reason=reason)
-    notification = types.ClientNotification(types.CancelledNotification(params=params))
+    notification = cancelled_notification(request_id, reason)
     with anyio.move_on_after(2.0), contextlib.suppress(Exception):
         await session.send_notification(notification)
 
@@ -170,8 +170,9 @@ async def _cancel(session: ClientSession, outcome: Mapping[str, object], reason:
 def _describe(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    if isinstance(exc, McpError):
-        return exc.error.message
+    error = error_of(exc)
+    if error is not None:
+        return error[1]
     return str(exc) or type(exc).__name__
 
 
@@ -236,9 +237,9 @@ class _Runner:
     def _outcome(self, outcome: Mapping[str, Any], timed_out: bool) -> MCPResult:
         name, server = self.name, self.server
         if "result" in outcome:
-            result: types.CallToolResult = outcome["result"]
+            result = wire(outcome["result"])
             rendered = render_result(result)
-            if result.isError:
+            if result.get("isError"):
                 raise ToolError(rendered.text or f"{name} reported an error.", outcome="result")
             return rendered
         if "error" in outcome:
@@ -254,24 +255,21 @@ class _Runner:
         name, server = self.name, self.server.name
         if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError):
             return ToolError(f"{name} was not sent: the connection to `{server}` is closed.", outcome="not_sent")
-        if not isinstance(exc, McpError):
+        error = error_of(exc)
+        if error is None:
             return ToolError(f"{name} failed: {_describe(exc)}", outcome="unknown")
-        error = exc.error
-        if error.code == types.CONNECTION_CLOSED:
+        code, message, data = error
+        if code == types.CONNECTION_CLOSED:
             why = self.server.reason or "the connection closed"
             return ToolError(
                 f"{name} got no answer: the MCP server `{server}` stopped ({why}); it may have run.", outcome="unknown"
             )
-        if error.code == HTTP_UNREACHABLE:
-            return ToolError(
-                f"{name} was not sent: `{server}` could not be reached ({error.message}).", outcome="not_sent"
-            )
-        if error.code == HTTP_BROKEN:
-            return ToolError(
-                f"{name} got no answer from `{server}` ({error.message}); it may have run.", outcome="unknown"
-            )
-        if error.code == HTTP_STATUS_ERROR:
-            status = error.data.get("status") if isinstance(error.data, dict) else None
+        if code == HTTP_UNREACHABLE:
+            return ToolError(f"{name} was not sent: `{server}` could not be reached ({message}).", outcome="not_sent")
+        if code == HTTP_BROKEN:
+            return ToolError(f"{name} got no answer from `{server}` ({message}); it may have run.", outcome="unknown")
+        if code == HTTP_STATUS_ERROR:
+            status = data.get("status") if isinstance(data, dict) else None
             if status in (401, 403):
                 return ToolError(
                     f"{name} was not run: `{server}` refused the credentials (HTTP {status}).", outcome="auth_refused"
@@ -283,7 +281,7 @@ class _Runner:
             return ToolError(
                 f"{name} got no answer: `{server}` answered HTTP {status}; it may have run.", outcome="unknown"
             )
-        return ToolError(f"{name} failed on the MCP server `{server}`: {error.message}", outcome="result")
+        return ToolError(f"{name} failed on the MCP server `{server}`: {message}", outcome="result")
 
 
 def _prefix_of(spec: ServerSpec, prefix: bool | Mapping[str, str]) -> str:
@@ -320,23 +318,25 @@ def _build_tools(
 
 
 def _tool(server: _Server, state: _Import, listed: types.Tool, name: str, timeout: float | None) -> Tool:
-    annotations = listed.annotations.model_dump(exclude_none=True) if listed.annotations else {}
+    spelled = wire(listed)
+    annotations = dict(spelled.get("annotations") or {})
+    title = spelled.get("title") or annotations.get("title")
     metadata = {
         "mcp": {
             "server": server.name,
             "index": server.spec.index,
             "tool": listed.name,
-            "title": listed.title or (listed.annotations.title if listed.annotations else None),
+            "title": title,
             "annotations": annotations,
-            "output_schema": listed.outputSchema,
+            "output_schema": spelled.get("outputSchema"),
         }
     }
     runner = _Runner(server, state, listed.name, name, timeout)
-    schema = dict(listed.inputSchema or {"type": "object"})
+    schema = dict(spelled.get("inputSchema") or {"type": "object"})
     try:
         made = Tool(
             name=name,
-            description=listed.description or listed.title or "",
+            description=spelled.get("description") or spelled.get("title") or "",
             parameters=schema,
             runner=runner,
             metadata=metadata,

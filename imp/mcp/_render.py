@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mcp import types
-
 __all__ = ["MCPImage", "MCPResult", "render_result"]
 
 
@@ -75,21 +73,27 @@ def _size(data: str) -> str:
     return f"{count} bytes"
 
 
-def _block_text(block: types.ContentBlock, images: list[MCPImage]) -> str:
-    if isinstance(block, types.TextContent):
-        return block.text
-    if isinstance(block, types.ImageContent):
-        images.append(MCPImage(block.data, block.mimeType))
-        return f"[image {len(images)}: {block.mimeType}, {_size(block.data)}]"
-    if isinstance(block, types.AudioContent):
-        return f"[audio: {block.mimeType}, {_size(block.data)}]"
-    if isinstance(block, types.ResourceLink):
-        name = f" ({block.name})" if block.name else ""
-        return f"[resource: {block.uri}{name}]"
-    resource = block.resource  # an embedded resource
-    if isinstance(resource, types.TextResourceContents):
-        return resource.text
-    return f"[resource: {resource.uri}, {resource.mimeType or 'binary'}]"
+def _block_text(block: Mapping[str, Any], images: list[MCPImage]) -> str:
+    """One content block (its wire form) as the model reads it."""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    mime_type = str(block.get("mimeType") or "")
+    data = str(block.get("data") or "")
+    if kind == "image":
+        images.append(MCPImage(data, mime_type))
+        return f"[image {len(images)}: {mime_type}, {_size(data)}]"
+    if kind == "audio":
+        return f"[audio: {mime_type}, {_size(data)}]"
+    if kind == "resource_link":
+        name = f" ({block['name']})" if block.get("name") else ""
+        return f"[resource: {block.get('uri')}{name}]"
+    resource = block.get("resource")
+    if kind == "resource" and isinstance(resource, Mapping):
+        if isinstance(resource.get("text"), str):
+            return str(resource["text"])
+        return f"[resource: {resource.get('uri')}, {resource.get('mimeType') or 'binary'}]"
+    return f"[{kind or 'unknown'} content]"
 
 
 def _says(text: str, value: object) -> bool:
@@ -110,19 +114,21 @@ def _said(texts: list[str], structured: Mapping[str, object]) -> bool:
     return any(_says(text, value) for text in texts for value in values)
 
 
-def render_result(result: types.CallToolResult) -> MCPResult:
-    """The result as the model reads it: each block's text on its own line, then the structured
-    content as JSON unless a text block already says the same (`_said`)."""
+def render_result(result: Mapping[str, Any]) -> MCPResult:
+    """The result (its wire form) as the model reads it: each block's text on its own line, then
+    the structured content as JSON unless a text block already says the same (`_said`)."""
     images: list[MCPImage] = []
-    parts = [_block_text(block, images) for block in result.content]
-    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
-    structured = result.structuredContent
+    blocks = [block for block in result.get("content") or () if isinstance(block, Mapping)]
+    parts = [_block_text(block, images) for block in blocks]
+    texts = [str(block.get("text", "")) for block in blocks if block.get("type") == "text"]
+    structured = result.get("structuredContent")
+    if not isinstance(structured, Mapping):
+        structured = None
     if structured is not None and not _said(texts, structured):
         parts.append(json.dumps(structured, ensure_ascii=False))
-    content = tuple(block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content)
     return MCPResult(
         "\n".join(part for part in parts if part),
         structured=dict(structured) if structured is not None else None,
         images=tuple(images),
-        content=content,
+        content=tuple(dict(block) for block in blocks),
     )

@@ -18,8 +18,9 @@ from pathlib import Path
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp import types
 from mcp.shared.message import SessionMessage
+
+from imp.mcp._sdk import read_message, write_message
 
 __all__ = ["ENV_PASSED", "group_alive", "minimal_environment", "stdio_streams"]
 
@@ -175,7 +176,7 @@ async def stdio_streams(
                     if not line.strip():
                         continue
                     try:
-                        message = types.JSONRPCMessage.model_validate_json(line)
+                        message = read_message(line)
                     except Exception as exc:  # a line that is not JSON-RPC (a stray print)
                         read_writer.send_nowait(exc)
                         continue
@@ -217,7 +218,7 @@ async def stdio_streams(
         try:
             async with write_reader:
                 async for message in write_reader:
-                    line = message.message.model_dump_json(by_alias=True, exclude_none=True)
+                    line = write_message(message.message)
                     await process.stdin.send(line.encode() + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass

@@ -11,7 +11,14 @@ import time
 from typing import Any
 
 import anyio
-from mcp.server.fastmcp import Context, FastMCP
+
+try:
+    from mcp.server.fastmcp import Context, FastMCP
+    from mcp.server.fastmcp.exceptions import ToolError
+except ModuleNotFoundError:  # mcp 2.x: FastMCP is MCPServer
+    from mcp.server.mcpserver import Context  # type: ignore[no-redef]
+    from mcp.server.mcpserver import MCPServer as FastMCP  # type: ignore[assignment]
+    from mcp.server.mcpserver.exceptions import ToolError  # type: ignore[assignment]
 from mcp.types import ImageContent, TextContent, ToolAnnotations
 
 PNG = base64.b64decode(
@@ -44,7 +51,7 @@ def build(name: str = "fake", **settings: Any) -> FastMCP:
     @server.tool()
     def fail(why: str) -> str:
         """Fail with the reason (an MCP error result)."""
-        raise ValueError(why)
+        raise ToolError(why)
 
     @server.tool()
     def forecast(city: str) -> dict[str, Any]:

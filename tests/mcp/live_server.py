@@ -13,7 +13,12 @@ from typing import Any
 
 import anyio
 import uvicorn
-from mcp.server.fastmcp import Context, FastMCP
+
+try:
+    from mcp.server.fastmcp import Context, FastMCP
+except ModuleNotFoundError:  # mcp 2.x: FastMCP is MCPServer
+    from mcp.server.mcpserver import Context  # type: ignore[no-redef]
+    from mcp.server.mcpserver import MCPServer as FastMCP  # type: ignore[assignment]
 
 
 class Watched:

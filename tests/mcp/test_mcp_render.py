@@ -6,18 +6,18 @@ import base64
 import pickle
 
 from mcp import types
-from pydantic import AnyUrl
 
 from imp.history import ToolResult
 from imp.mcp import MCPImage, MCPResult
 from imp.mcp._render import render_result
+from imp.mcp._sdk import wire
 from imp.tools import format_tool_result
 
 PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 8).decode()
 
 
 def _result(*content: types.ContentBlock, structured: dict[str, object] | None = None) -> MCPResult:
-    return render_result(types.CallToolResult(content=list(content), structuredContent=structured))
+    return render_result(wire(types.CallToolResult(content=list(content), structuredContent=structured)))
 
 
 def test_text_blocks_are_joined_by_lines() -> None:
@@ -53,13 +53,13 @@ def test_resources_are_shown_by_text_or_by_address() -> None:
     result = _result(
         types.EmbeddedResource(
             type="resource",
-            resource=types.TextResourceContents(uri=AnyUrl("file:///notes.txt"), text="remember the milk"),
+            resource=types.TextResourceContents(uri="file:///notes.txt", text="remember the milk"),
         ),
         types.EmbeddedResource(
             type="resource",
-            resource=types.BlobResourceContents(uri=AnyUrl("file:///a.bin"), blob=PIXEL, mimeType="application/zip"),
+            resource=types.BlobResourceContents(uri="file:///a.bin", blob=PIXEL, mimeType="application/zip"),
         ),
-        types.ResourceLink(type="resource_link", uri=AnyUrl("file:///report.pdf"), name="report"),
+        types.ResourceLink(type="resource_link", uri="file:///report.pdf", name="report"),
     )
     assert (
         result
