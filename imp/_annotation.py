@@ -53,7 +53,7 @@ def admits_none(annotation: object) -> bool:
     return False
 
 
-def base_annotation(annotation: object) -> Any:
+def base_annotation(annotation: object) -> object:
     """The annotation without `Annotated[...]` and without `None` in an optional union."""
     while typing.get_origin(annotation) is typing.Annotated:
         annotation = typing.get_args(annotation)[0]

@@ -64,7 +64,7 @@ class Field:
     kind: FieldKind
     annotation: Any = str
     desc: str = ""
-    default: Any = MISSING
+    default: object = MISSING
     constraints: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
@@ -76,7 +76,7 @@ class Field:
         return admits_none(self.annotation)
 
     @cached_property
-    def base_annotation(self) -> Any:
+    def base_annotation(self) -> object:
         """The annotation without `Annotated[...]` and without the `None` of an optional."""
         return base_annotation(self.annotation)
 
@@ -153,7 +153,7 @@ class Field:
 _REBUILT_ORIGINS = (list, dict, tuple, set, frozenset)
 
 
-def _choices_first(annotation: Any) -> Any:
+def _choices_first(annotation: Any) -> object:
     """The annotation with each union's Enum members moved to the front, inside containers too.
 
     pydantic takes a plain string for an Enum only in lax mode, after the members before it: in
@@ -217,7 +217,7 @@ class FieldOptions(TypedDict, total=False):
     pattern: str
 
 
-def _spec(kind: FieldKind, options: FieldOptions) -> Any:
+def _spec(kind: FieldKind, options: FieldOptions) -> object:
     values = dict(options)
     unknown = set(values) - set(FieldOptions.__annotations__)
     if unknown:
@@ -227,12 +227,12 @@ def _spec(kind: FieldKind, options: FieldOptions) -> Any:
     return FieldSpec(kind, desc, default, {k: v for k, v in values.items() if v is not None})
 
 
-def InputField(**options: Unpack[FieldOptions]) -> Any:
+def InputField(**options: Unpack[FieldOptions]) -> object:
     """Declare an input field in a class-form signature (`desc`, `default`, constraints)."""
     return _spec("input", options)
 
 
-def OutputField(**options: Unpack[FieldOptions]) -> Any:
+def OutputField(**options: Unpack[FieldOptions]) -> object:
     """Declare an output field in a class-form signature (`desc`, `default`, constraints)."""
     return _spec("output", options)
 

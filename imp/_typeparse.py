@@ -71,20 +71,20 @@ class _Parser:
             raise self.error(f"expected `{char}` in the type, found {found}")
         self.pos += 1
 
-    def parse(self) -> Any:
+    def parse(self) -> object:
         result = self.union()
         if self.peek():
             raise self.error(f"unexpected `{self.text[self.pos]}` after the type")
         return result
 
-    def union(self) -> Any:
+    def union(self) -> object:
         members = [self.primary()]
         while self.peek() == "|":
             self.pos += 1
             members.append(self.primary())
         return members[0] if len(members) == 1 else _union(members)
 
-    def primary(self) -> Any:
+    def primary(self) -> object:
         self.skip()
         match = _NAME.match(self.text, self.pos)
         if not match:
@@ -152,7 +152,7 @@ class _Parser:
             self.pos += 1
         raise self.error("`[` is never closed", start)
 
-    def enum_values(self, start: int) -> Any:
+    def enum_values(self, start: int) -> object:
         if self.peek() != "[":
             raise self.error("`enum` lists its values in brackets, e.g. `enum[atlas, harbor]`", start)
         body, begin = self.bracket_body(start)
@@ -161,7 +161,7 @@ class _Parser:
             raise self.error("an enum value is empty", begin)
         return Literal[tuple(dict.fromkeys(values))]
 
-    def literal_values(self, start: int) -> Any:
+    def literal_values(self, start: int) -> object:
         if self.peek() != "[":
             raise self.error("`Literal` lists its values in brackets, e.g. `Literal['a', 'b']`", start)
         body, begin = self.bracket_body(start)
@@ -181,13 +181,13 @@ class _Parser:
         return SignatureError(f"unknown type `{name}`{hint}", text=self.source, position=self.offset + start)
 
 
-def _union(members: list[Any]) -> Any:
+def _union(members: list[object]) -> object:
     return Union[tuple(members)]  # noqa: UP007
 
 
 def parse_type(
     text: str, *, source: str | None = None, offset: int = 0, names: Mapping[str, object] | None = None
-) -> Any:
+) -> object:
     """Parse one type expression into a Python annotation, raising `SignatureError` with its position.
 
     `names` resolves type names of your own (pydantic models, enums) by their class name.

@@ -33,7 +33,7 @@ class Settings:
 
     lm: LM | None = None
     adapter: Adapter | None = None
-    cache: Any = None
+    cache: object = None
     history_size: int = 200
     warn_on_unknown_inputs: bool = True
 

@@ -118,12 +118,12 @@ class Signature(metaclass=_SignatureMeta):
         """The same signature with metadata keys added or replaced."""
         return self._replace(metadata={**self.metadata, **metadata})
 
-    def prepend_output(self, name: str, annotation: Any = str, desc: str = "", **kwargs: Any) -> Signature:
+    def prepend_output(self, name: str, annotation: object = str, desc: str = "", **kwargs: Any) -> Signature:
         """A signature with a new first output (as chain_of_thought adds `reasoning`)."""
         new = Field(name, "output", annotation, desc, **kwargs)
         return self._replace(outputs=[new, *(f for f in self.outputs.values() if f.name != name)])
 
-    def append_output(self, name: str, annotation: Any = str, desc: str = "", **kwargs: Any) -> Signature:
+    def append_output(self, name: str, annotation: object = str, desc: str = "", **kwargs: Any) -> Signature:
         """A signature with a new last output."""
         new = Field(name, "output", annotation, desc, **kwargs)
         return self._replace(outputs=[*(f for f in self.outputs.values() if f.name != name), new])
@@ -303,7 +303,7 @@ def _parse_side(text: str, offset: int, kind: FieldKind, source: str) -> list[Fi
         if name in seen:
             raise SignatureError(f"the field `{name}` is declared twice", text=source, position=name_at)
         seen.add(name)
-        annotation: Any = str
+        annotation: object = str
         desc = ""
         rest = match.group(2)
         if rest is not None:

@@ -161,12 +161,12 @@ def value_note(field: Field) -> str:
     return "must adhere to the JSON schema: " + json.dumps(json_schema_hint(annotation), ensure_ascii=False)
 
 
-def json_schema_hint(annotation: Any) -> Any:
+def json_schema_hint(annotation: Any) -> object:
     """An annotation's JSON schema as prompts show it: keys sorted, `type` first, at every level."""
     return _type_first(pydantic.TypeAdapter(annotation).json_schema())
 
 
-def _type_first(node: object) -> Any:
+def _type_first(node: object) -> object:
     # Models follow a schema better when each level says its type first (DSPy writes it so).
     if isinstance(node, dict):
         return {k: _type_first(v) for k, v in sorted(node.items(), key=lambda kv: (kv[0] != "type", kv[0]))}
@@ -214,7 +214,7 @@ def _blob(item: object) -> str:
     return "«««\n    " + text.replace("\n", "\n    ") + "\n»»»"
 
 
-def _numbered(items: list[Any] | tuple[Any, ...]) -> str:
+def _numbered(items: list[object] | tuple[object, ...]) -> str:
     if not items:
         return "N/A"
     if len(items) == 1:
@@ -228,7 +228,7 @@ def _numbered(items: list[Any] | tuple[Any, ...]) -> str:
 Coercer = Callable[[str], Any]
 
 
-def _validate(field: Field, value: object) -> Any:
+def _validate(field: Field, value: object) -> object:
     try:
         return field.type_adapter.validate_python(value)
     except pydantic.ValidationError as exc:
@@ -238,7 +238,7 @@ def _validate(field: Field, value: object) -> Any:
         raise CoercionError(field.name, value, f"{reason}{f' at {where}' if where else ''}") from None
 
 
-def _match_choice(field: Field, choices: list[Any], text: str, annotation: Any) -> Any:
+def _match_choice(field: Field, choices: list[object], text: str, annotation: Any) -> object:
     """A Literal's value or an Enum's member for reply text: by value, then (an Enum) by member name."""
     by_text = {str(c): c for c in choices}
     candidate = text.strip()
@@ -284,7 +284,7 @@ def _member(field: Field, annotation: object) -> Field:
     return Field(field.name, field.kind, annotation, constraints=field.constraints)
 
 
-def _coerce_union(field: Field, text: str, members: list[Any]) -> Any:
+def _coerce_union(field: Field, text: str, members: list[object]) -> object:
     """A union's value from text: JSON read against the whole union, else each member in order.
 
     `str` is one member like the others, so text that is nothing else stays text (never "").
@@ -319,14 +319,14 @@ def _coerce_union(field: Field, text: str, members: list[Any]) -> Any:
     raise CoercionError(field.name, text, f"expected {type_name(field.annotation)} ({'; '.join(reasons)})")
 
 
-def coerce_text(field: Field, text: str) -> Any:
+def coerce_text(field: Field, text: str) -> object:
     """Coerce one field's text from a reply into the field's type (raises `CoercionError`)."""
     annotation = field.base_annotation
     stripped = text.strip()
     if field.optional and stripped in ("null", "None", "") and not (annotation is str and stripped == ""):
         return None
     if annotation is str:
-        value: Any = text
+        value: object = text
     elif typing.get_origin(annotation) in (Union, types.UnionType):
         members = [a for a in typing.get_args(annotation) if a is not _NONE]
         return _coerce_union(field, text, members)
@@ -351,7 +351,7 @@ def coerce_text(field: Field, text: str) -> Any:
     return value
 
 
-def _scalar(field: Field, annotation: object, stripped: str, text: str) -> Any:
+def _scalar(field: Field, annotation: object, stripped: str, text: str) -> object:
     """An int, float, bool, datetime or date from its text (one layer of quotes already taken off)."""
     if annotation is int:
         if not _INT.fullmatch(stripped):
@@ -380,7 +380,7 @@ def _scalar(field: Field, annotation: object, stripped: str, text: str) -> Any:
         raise CoercionError(field.name, text, "expected an ISO 8601 date") from None
 
 
-def coerce_value(field: Field, value: object) -> Any:
+def coerce_value(field: Field, value: object) -> object:
     """Coerce a value given directly (a JSON member, a scripted field) into the field's type."""
     annotation = field.base_annotation
     if value is None:

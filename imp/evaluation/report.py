@@ -31,7 +31,7 @@ _CELL = 48
 _TABLE_ROWS = 20
 
 
-def jsonable(value: object) -> Any:
+def jsonable(value: object) -> object:
     """A JSON-safe copy of a value: pydantic models dumped, dates as ISO text, unknown objects as repr."""
     if value is None or isinstance(value, bool | int | str):
         return value

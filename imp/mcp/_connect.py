@@ -202,7 +202,7 @@ class _Runner:
             raise ToolError(
                 f"{name} was not sent: the MCP server `{server.name}` is not running ({why}).", outcome="not_sent"
             )
-        outcome: dict[str, Any] = {}
+        outcome: dict[str, object] = {}
 
         async def call(scope: anyio.CancelScope) -> None:
             # The SDK numbers requests from this counter as it sends (no await in between), and

@@ -108,7 +108,7 @@ def _says(text: str, value: object) -> bool:
 def _said(texts: list[str], structured: Mapping[str, object]) -> bool:
     """Whether a text block already says the structured content: as JSON, or (for a one-key
     wrapper such as FastMCP's `{"result": value}`) as the value itself."""
-    values: list[Any] = [structured]
+    values: list[object] = [structured]
     if len(structured) == 1:
         values.append(next(iter(structured.values())))
     return any(_says(text, value) for text in texts for value in values)

@@ -219,7 +219,7 @@ def parse_servers(servers: Sequence[Mapping[str, Any]]) -> list[ServerSpec]:
     return specs
 
 
-def _plain(value: object) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

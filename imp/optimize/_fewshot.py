@@ -117,7 +117,7 @@ class BootstrapFewShot(Optimizer):
         for round_ in range(self.max_rounds):
             if not waiting or len(kept) >= self.max_bootstrapped_demos:
                 break
-            overrides: dict[str, Any] = {}
+            overrides: dict[str, object] = {}
             if round_ > 0:  # a fresh sample: another temperature, and a rollout id the cache has not seen
                 overrides["config"] = {"temperature": 1.0, "rollout_id": round_}
             rows = await runner.run(teacher, [examples[i] for i in waiting], traced=True, **overrides)

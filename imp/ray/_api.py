@@ -24,7 +24,7 @@ from imp.saving import dump_program, load_program
 __all__ = ["evaluate", "map"]
 
 
-def _ray() -> Any:
+def _ray() -> object:
     import ray
 
     return ray
@@ -37,7 +37,7 @@ def _is_dataset(value: object) -> bool:
 def _rows(dataset: Any, input_keys: Sequence[str] | None, *, labelled: bool) -> list[Any]:
     """The items to run: a Dataset's rows (dicts) or the iterable's items, as Examples where keys are named."""
     if _is_dataset(dataset):
-        items: list[Any] = []
+        items: list[object] = []
         for i, row in enumerate(dataset.iter_rows()):
             if set(row) == {"item"}:  # ray.data.from_items of values that are not dicts
                 items.append(row["item"])

@@ -140,7 +140,7 @@ class Saver:
                 return value
             raise SaveError(f"{where} is {value!r}, which JSON cannot hold")
         if isinstance(value, Mapping):
-            out: dict[str, Any] = {}
+            out: dict[str, object] = {}
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise SaveError(f"{where} has a non-string key {key!r}")

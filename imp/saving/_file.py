@@ -30,7 +30,7 @@ def _canonical(document: Mapping[str, object]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _redacted(value: object, where: str, found: list[str]) -> Any:
+def _redacted(value: object, where: str, found: list[str]) -> object:
     """The payload with every text redacted by value shape (as logs are); `found` gets the places."""
     if isinstance(value, str):
         shown = redact_text(value)

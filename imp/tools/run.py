@@ -316,7 +316,7 @@ class _Step:
             return
         self.record(slot, "result", result=value)
 
-    async def _invoke(self, tool: Tool, invocation: _Invocation) -> Any:
+    async def _invoke(self, tool: Tool, invocation: _Invocation) -> object:
         runner = tool.runner
         if invocation.mapping is not None:
             bound = functools.partial(runner, invocation.mapping)

@@ -140,7 +140,7 @@ def _strip_titles(schema: object) -> Any:
         return [_strip_titles(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in schema.items():
         if key == "title" and isinstance(value, str):
             continue
@@ -252,7 +252,7 @@ class _Checker:
         seen = 0
         while "$ref" in schema and seen < 32:
             ref = schema["$ref"]
-            target: Any = self.root
+            target: object = self.root
             if not isinstance(ref, str) or not ref.startswith("#"):
                 return {}
             for part in ref[1:].split("/"):
@@ -374,7 +374,7 @@ class _Checker:
         if isinstance(high, int) and len(value) > high:
             out.append(SchemaProblem(path, f"must have at most {high} {'item' if high == 1 else 'items'}"))
         if schema.get("uniqueItems") is True:
-            seen: list[Any] = []
+            seen: list[object] = []
             for item in value:
                 if any(_same(item, s) for s in seen):
                     out.append(SchemaProblem(path, f"must not repeat {_preview(item)}"))
