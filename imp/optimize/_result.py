@@ -10,9 +10,13 @@ from imp._jsondata import JSONObject
 from imp.programs.base import Program
 from imp.records import NO_USAGE, Usage
 
-__all__ = ["Candidate", "OptimizationResult", "StopReason"]
+__all__ = ["Candidate", "OptimizationResult", "Origin", "StopReason"]
 
 StopReason = Literal["budget", "reflection_budget", "timeout", "deadline", "cancelled", "no_improvement", "done"]
+
+
+type Origin = Literal["seed", "reflection", "merge", "fewshot"]
+"""How a candidate came to be: the program given, a reflection, a merge of two, or a demo optimizer."""
 
 
 @dataclass(frozen=True)
@@ -25,7 +29,7 @@ class Candidate:
     parents: tuple[int, ...]
     val_scores: tuple[float, ...]
     metric_calls_at_discovery: int = 0
-    origin: Literal["seed", "reflection", "merge", "fewshot"] = "seed"
+    origin: Origin = "seed"
 
     @property
     def score(self) -> float:
