@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from imp._json import ParseLimits
 from imp.adapters import (
     Adapter,
     ChatAdapter,
@@ -162,6 +163,7 @@ __all__ = [
     "OptimizationError",
     "OptimizationResult",
     "OutputField",
+    "ParseLimits",
     "Predict",
     "Prediction",
     "PredictionMetadata",

@@ -17,10 +17,12 @@ from types import MappingProxyType
 from typing import Any, Literal, TypedDict, Unpack
 
 import pydantic
+import pydantic_core
 
 from imp._annotation import admits_none, base_annotation
 from imp._jsondata import JSONObject
 from imp._typeparse import parse_type, type_to_text
+from imp.errors import SignatureError
 
 __all__ = [
     "MISSING",
@@ -69,6 +71,8 @@ class Field:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "constraints", MappingProxyType(dict(self.constraints)))
+        if "pattern" in self.constraints:
+            _check_pattern(self.name, self.constraints["pattern"])
 
     @cached_property
     def optional(self) -> bool:
@@ -178,6 +182,15 @@ def _choices_first(annotation: Any) -> object:
         rebuilt = tuple(a if a is Ellipsis else _choices_first(a) for a in args)
         return annotation if all(r is a for r, a in zip(rebuilt, args, strict=True)) else origin[rebuilt]
     return annotation
+
+
+def _check_pattern(name: str, pattern: object) -> None:
+    """Refuse a pattern the linear-time (Rust) engine cannot run: one from a saved file must not backtrack."""
+    try:
+        pydantic_core.SchemaValidator(pydantic_core.core_schema.str_schema(pattern=pattern))  # type: ignore[arg-type]
+    except (pydantic_core.SchemaError, TypeError) as exc:
+        why = f"{str(exc).strip().splitlines()[-1].strip()}; no look-around or back-references"
+        raise SignatureError(f"field `{name}`: the pattern {pattern!r:.80} cannot be used ({why})") from None
 
 
 def _make_type_adapter(annotation: Any, constraints: tuple[tuple[str, Any], ...]) -> pydantic.TypeAdapter[Any]:

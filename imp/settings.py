@@ -1,7 +1,8 @@
 """Settings: `configure()` for the process, `context()` for one block, on context variables.
 
 The settings sit above the adapters and the LM clients they name. What a lower layer needs of them
-is handed down, never read upward: the `cache` setting goes to `imp.models.cache` when it is set.
+is handed down, never read upward: the `cache` setting goes to `imp.models.cache`, the parse limits
+to `imp._json`, when they are set.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from imp._json import ParseLimits, use_limits
 from imp.adapters._names import as_adapter
 from imp.models.cache import configured_cache, configured_cache_here
+
+_DEFAULT_LIMITS = ParseLimits()
 
 if TYPE_CHECKING:
     from imp.adapters.base import Adapter
@@ -28,7 +32,8 @@ class Settings:
     """What programs use when they were not given it: the LM, the adapter, and runtime switches.
 
     `history_size` is how many recent LM exchanges `imp.inspect_history` keeps (0 keeps none); the
-    record is the process's, so it is set with `imp.configure` only.
+    record is the process's, so it is set with `imp.configure` only. `parse_limits` bounds what imp
+    reads of a model's or a server's text (`imp.ParseLimits`), also for the whole process.
     """
 
     lm: LM | None = None
@@ -36,6 +41,7 @@ class Settings:
     cache: object = None
     history_size: int = 200
     warn_on_unknown_inputs: bool = True
+    parse_limits: ParseLimits = _DEFAULT_LIMITS
 
     def __post_init__(self) -> None:
         size = self.history_size
@@ -54,7 +60,7 @@ _REMOVED = {
     ),
 }
 """Settings imp once accepted and never read: refused, saying what to do instead."""
-_PROCESS_ONLY = frozenset({"history_size"})
+_PROCESS_ONLY = frozenset({"history_size", "parse_limits"})
 """Settings that shape something the whole process shares: `imp.configure` only."""
 _lock = threading.Lock()
 _process_settings = Settings()
@@ -96,13 +102,17 @@ def process_settings() -> Settings:
 
 
 def configure(**kwargs: Any) -> None:
-    """Set process-wide settings (`lm`, `adapter`, `cache`, `history_size`, `warn_on_unknown_inputs`)."""
+    """Set process-wide settings (`lm`, `adapter`, `cache`, `history_size`, `warn_on_unknown_inputs`,
+    `parse_limits`)."""
     global _process_settings
     _check(kwargs, "imp.configure")
     kwargs = _read_values(kwargs, "imp.configure")
+    if "parse_limits" in kwargs and not isinstance(kwargs["parse_limits"], ParseLimits):
+        raise TypeError(f"imp.configure(parse_limits=...) takes an imp.ParseLimits, got {kwargs['parse_limits']!r}")
     with _lock:
         _process_settings = replace(_process_settings, **kwargs)
         configured_cache(_process_settings.cache)
+        use_limits(_process_settings.parse_limits)
 
 
 @contextmanager
@@ -112,8 +122,8 @@ def context(**kwargs: Any) -> Iterator[Settings]:
     shared = sorted(_PROCESS_ONLY & set(kwargs))
     if shared:
         raise TypeError(
-            f"imp.context cannot set {shared}: the record of recent LM exchanges is the process's; "
-            "use imp.configure(...) instead"
+            f"imp.context cannot set {shared}: what they shape (the record of recent LM exchanges, the "
+            "parse limits) is the process's; use imp.configure(...) instead"
         )
     kwargs = _read_values(kwargs, "imp.context")
     token = _overrides.set(replace(settings(), **kwargs))

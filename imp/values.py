@@ -20,6 +20,7 @@ from imp._annotation import choices as _choices
 from imp._annotation import is_enum as _is_enum
 from imp._json import loads as load_json
 from imp._json import loads_object as load_json_object
+from imp._json import loads_strict as load_json_strict
 from imp._json import unwrap_fence
 from imp._typeparse import type_to_text
 from imp.errors import ImpError, InvalidInputError
@@ -295,7 +296,7 @@ def _coerce_union(field: Field, text: str, members: list[object]) -> object:
         if choices is not None and any(isinstance(c, str) and c == body for c in choices):
             return coerce_text(_member(field, member), text)
     try:
-        candidate = json.loads(body)
+        candidate = load_json_strict(body)
     except ValueError:
         pass
     else:

@@ -4,7 +4,9 @@
     IMP_LM=openai:qwen3 IMP_BASE_URL=http://127.0.0.1:8000/v1 uvicorn fastapi_stream:app
 
     POST /answer/stream  {"question": "..."} -> `token` events ({"field", "delta"}) as the model
-                         writes, then one `result` (the whole answer) or one `error`
+                         writes, then one `result` (the whole answer) or one `error` (with
+                         `http_status`: 504 past the deadline, 502 when the model failed or its
+                         reply could not be read, 500 for anything else), each error logged
 
 The endpoint is FastAPI's own SSE support (`response_class=EventSourceResponse` on a generator
 path operation). A client that goes away stops the generator, which cancels the run and closes
@@ -95,10 +97,17 @@ def create_app(
                 elif part.kind == "final" and part.prediction is not None:
                     yield ServerSentEvent(event="result", data=part.prediction.fields)
         except imp.DeadlineExceeded:
+            log.warning("fastapi_stream.deadline seconds=%s", seconds)
             yield ServerSentEvent(event="error", data={"http_status": 504, "detail": "deadline exceeded"})
         except imp.LMError as exc:
             log.warning("fastapi_stream.lm_error %s", type(exc).__name__)
             yield ServerSentEvent(event="error", data={"http_status": 502, "detail": type(exc).__name__})
+        except imp.ImpError as exc:  # a reply that could not be parsed, a turn without an answer, ...
+            log.warning("fastapi_stream.failed %s", type(exc).__name__)
+            yield ServerSentEvent(event="error", data={"http_status": 502, "detail": type(exc).__name__})
+        except Exception:  # a bug: logged with its traceback; the client is told only that it failed
+            log.exception("fastapi_stream.crashed")
+            yield ServerSentEvent(event="error", data={"http_status": 500, "detail": "internal error"})
 
     return app
 

@@ -75,6 +75,25 @@ class _Session:
     scope: anyio.CancelScope | None = None
     closed: anyio.Event = field(default_factory=anyio.Event)
     """Set when the session ends: its MCP servers are closed."""
+    ended: anyio.Event | None = None
+    """Set once its MCP servers are shut down (None when it has none)."""
+
+    async def close(self) -> None:
+        """End the session: its running turn is cancelled and its MCP servers shut down (waited for)."""
+        if self.scope is not None:
+            self.scope.cancel()
+        await _end_servers(self.closed, self.ended)
+
+
+async def _end_servers(closed: anyio.Event, ended: anyio.Event | None) -> None:
+    closed.set()
+    if ended is not None:
+        with anyio.move_on_after(_CLOSE_SECONDS, shield=True):
+            await ended.wait()
+
+
+_CLOSE_SECONDS = 10.0
+"""How long closing a session waits for its MCP servers to end (imp.mcp stops each within its grace)."""
 
 
 Factory = Callable[[SessionContext], Program | Awaitable[Program]]
@@ -110,20 +129,38 @@ class ImpAgent:
     async def initialize(self, protocol_version: int, **_: Any) -> schema.InitializeResponse:
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
-            agent_capabilities=schema.AgentCapabilities(load_session=self._store is not None),
+            agent_capabilities=schema.AgentCapabilities(
+                load_session=self._store is not None,
+                session_capabilities=schema.SessionCapabilities(close=schema.SessionCloseCapabilities()),
+            ),
             agent_info=schema.Implementation(name="imp", version=version()),
         )
 
     async def _open(self, session_id: str, cwd: str, mcp_servers: Any) -> _Session:
         servers = tuple(mcp_servers or ())
         closed = anyio.Event()
+        ended: anyio.Event | None = None
         tools: tuple[Tool, ...] = ()
         if servers and self._mcp is not None and self._group is not None:
+            ended = anyio.Event()
             try:
-                tools = tuple(await open_servers(self._group, servers, self._mcp, closed))
+                tools = tuple(await open_servers(self._group, servers, self._mcp, closed, ended))
             except ImpError as exc:
                 raise acp.RequestError.invalid_params({"detail": f"the session's MCP servers: {exc}"}) from None
         context = SessionContext(session_id, cwd, servers, tools)
+        try:
+            program = await self._program(context)
+        except BaseException:
+            await _end_servers(closed, ended)  # no server outlives a factory that failed
+            raise
+        session = _Session(context, program, closed=closed, ended=ended)
+        previous = self._sessions.pop(session_id, None)
+        if previous is not None:  # loaded again: the old servers end, the new ones serve
+            await previous.close()
+        self._sessions[session_id] = session
+        return session
+
+    async def _program(self, context: SessionContext) -> Program:
         program = self._factory(context)
         if inspect.isawaitable(program):
             program = await program
@@ -138,9 +175,21 @@ class ImpAgent:
                 f"the program has no output {self._output_key!r} (output_key); its outputs: {list(signature.outputs)}"
             )
             raise acp.RequestError.invalid_params({"detail": detail})
-        session = _Session(context, program, closed=closed)
-        self._sessions[session_id] = session
-        return session
+        return program
+
+    async def close_session(self, session_id: str, **_: Any) -> schema.CloseSessionResponse:
+        """`session/close`: cancel its turn, end its MCP servers, forget it."""
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            raise acp.RequestError.invalid_params({"sessionId": session_id, "detail": "no such session"})
+        await session.close()
+        return schema.CloseSessionResponse()
+
+    async def aclose(self) -> None:
+        """End every session (the agent is stopping): each one's MCP servers end with it."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> schema.NewSessionResponse:
         session_id = uuid.uuid4().hex
@@ -401,5 +450,10 @@ async def serve(
             mcp=mcp,
             group=group,
         )
-        await acp.run_agent(agent)  # type: ignore[arg-type]  # the methods a session needs, not every optional one
-        group.cancel_scope.cancel()  # stdin closed: every session's MCP servers end
+        try:
+            # session/close is in the SDK's unstable set; imp serves it, so it is routed without a warning
+            await acp.run_agent(agent, use_unstable_protocol=True)  # type: ignore[arg-type]  # the methods a session needs
+        finally:
+            with anyio.CancelScope(shield=True):
+                await agent.aclose()  # stdin closed (or the server stopped): every session's MCP servers end
+            group.cancel_scope.cancel()

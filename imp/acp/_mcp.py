@@ -27,10 +27,11 @@ def descriptor(server: Any) -> dict[str, Any]:
 
 
 async def open_servers(
-    group: TaskGroup, servers: Sequence[Any], approval: MCPApproval, closed: anyio.Event
+    group: TaskGroup, servers: Sequence[Any], approval: MCPApproval, closed: anyio.Event, ended: anyio.Event
 ) -> list[Any]:
     """Connect the servers (approved as `imp.mcp.connect` approves them) in a task of `group` that
-    holds them open until `closed` is set; their tools, or the connection's error raised."""
+    holds them open until `closed` is set, and sets `ended` once they are shut down (their
+    processes gone); their tools, or the connection's error raised."""
     import imp.mcp
 
     descriptors = [descriptor(s) for s in servers]
@@ -46,6 +47,8 @@ async def open_servers(
         except Exception as exc:
             held["error"] = exc
             ready.set()
+        finally:
+            ended.set()
 
     group.start_soon(hold)
     await ready.wait()

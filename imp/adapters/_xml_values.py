@@ -10,7 +10,6 @@ one is expected, a leaf is read as its own type, and a key named `item` is still
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import types
 import typing
@@ -20,13 +19,15 @@ from typing import Any, Union
 import pydantic
 
 from imp._annotation import base_annotation
+from imp._json import OverLimit, limits, loads_strict
 from imp.signature import Field
 from imp.values import CoercionError, coerce_text, dump_json, load_json, render_value
 
 __all__ = [
-    "MAX_DEPTH",
     "MAX_ELEMENTS",
+    "MAX_TAGS",
     "Budget",
+    "Tags",
     "element_bounds",
     "escape",
     "read_value",
@@ -35,9 +36,10 @@ __all__ = [
     "to_xml",
 ]
 
-MAX_DEPTH = 64
 MAX_ELEMENTS = 10_000
-_OPEN = re.compile(r"<([A-Za-z_][\w.-]*)(\s[^<>]*)?/?>")
+MAX_TAGS = 200_000
+"""Tags read over one reply, counted at every level a nested value is read at: the work's bound."""
+_TAG = re.compile(r"<(?:([A-Za-z_][\w.-]*)(\s[^<>]*+)?/?>|/([A-Za-z_][\w.-]*)\s*+>)")
 _XML_NAME = re.compile(r"[A-Za-z_][\w.-]*\Z")
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&quot;": '"', "&apos;": "'", "&amp;": "&"}
 _ENTITY = re.compile("|".join(map(re.escape, _ENTITIES)))
@@ -55,64 +57,113 @@ def unescape(text: str) -> str:
 
 
 class Budget:
-    """Counts the elements one reply opens, so a hostile reply cannot make parsing unbounded."""
+    """Counts the elements one reply opens and the tags read, so a hostile reply cannot make parsing unbounded."""
 
     def __init__(self) -> None:
         self.elements = 0
+        self.tags = 0
 
     def spend(self) -> None:
         self.elements += 1
         if self.elements > MAX_ELEMENTS:
             raise ValueError(f"more than {MAX_ELEMENTS} XML elements")
 
-
-def element_bounds(text: str, tag: str, start: int = 0) -> tuple[int, int, int] | None:
-    """Where the first `<tag>...</tag>` (or `<tag />`) at or after `start` is: (inner start, inner end, end)."""
-    opening = re.compile(rf"<{re.escape(tag)}(\s[^<>]*)?/?>")
-    for match in opening.finditer(text, start):
-        if match.group(0).endswith("/>"):
-            return match.end(), match.end(), match.end()
-        close = _matching_close(text, tag, match.end())
-        if close is not None:
-            return match.end(), close, text.index(">", close) + 1
-    return None
+    def read_tags(self, count: int) -> None:
+        self.tags += count
+        if self.tags > MAX_TAGS:
+            raise ValueError(f"more than {MAX_TAGS} XML tags read (nested values read again at each level)")
 
 
-def _matching_close(text: str, tag: str, start: int) -> int | None:
-    nested = re.compile(rf"<{re.escape(tag)}(\s[^<>]*)?/?>|</{re.escape(tag)}\s*>")
-    depth = 1
-    for match in nested.finditer(text, start):
-        found = match.group(0)
-        if found.startswith("</"):
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tags:
+    """Every tag of a text read in one pass: the openings in order, and where each one closes.
+
+    An opening closes at the first closing tag of its name that brings that name's depth back to
+    zero; one that never closes has no entry (so an unclosed tag costs one look, not a scan)."""
+
+    openings: list[tuple[int, int, str, bool]]
+    """(start, end, name, self-closing) of each opening tag, in order."""
+    closes: dict[int, tuple[int, int]]
+    """An opening's start -> (its closing tag's start, end)."""
+
+    @classmethod
+    def read(cls, text: str, budget: Budget | None = None) -> Tags:
+        """The tags of `text`; refuses (`OverLimit`) elements nested deeper than `ParseLimits.max_depth`."""
+        openings: list[tuple[int, int, str, bool]] = []
+        closes: dict[int, tuple[int, int]] = {}
+        open_by_name: dict[str, list[int]] = {}
+        for match in _TAG.finditer(text):
+            name = match.group(1)
+            if name is None:
+                waiting = open_by_name.get(match.group(3))
+                if waiting:
+                    closes[waiting.pop()] = (match.start(), match.end())
+                continue
+            alone = match.group().endswith("/>")
+            openings.append((match.start(), match.end(), name, alone))
+            if not alone:
+                open_by_name.setdefault(name, []).append(match.start())
+        if budget is not None:
+            budget.read_tags(len(openings) + len(closes))
+        _check_depth(closes)
+        return cls(openings, closes)
+
+
+def _check_depth(closes: dict[int, tuple[int, int]]) -> None:
+    """Refuse elements nested deeper than the limit (only elements that close count: a stray `<br>` does not)."""
+    limit = limits().max_depth
+    if len(closes) <= limit:
+        return
+    starts = sorted(closes)
+    ends = sorted(end for _, end in closes.values())
+    depth = deepest = 0
+    j = 0
+    for start in starts:
+        while ends[j] <= start:
             depth -= 1
-        elif not found.endswith("/>"):
-            depth += 1
-        if depth == 0:
-            return match.start()
+            j += 1
+        depth += 1
+        deepest = max(deepest, depth)
+    if deepest > limit:
+        raise OverLimit(
+            f"XML nested deeper than {limit} levels (imp.ParseLimits.max_depth, set with imp.configure(parse_limits=...))"
+        )
+
+
+def element_bounds(text: str, tag: str, start: int = 0, tags: Tags | None = None) -> tuple[int, int, int] | None:
+    """Where the first `<tag>...</tag>` (or `<tag />`) at or after `start` is: (inner start, inner end, end)."""
+    tags = tags or Tags.read(text)
+    for begin, end, name, alone in tags.openings:
+        if begin < start or name != tag:
+            continue
+        if alone:
+            return end, end, end
+        close = tags.closes.get(begin)
+        if close is not None:
+            return end, close[0], close[1]
     return None
 
 
 def elements(text: str, budget: Budget) -> list[tuple[str, str]]:
     """Top-level `<tag>inner</tag>` elements of text, in order (text between them ignored)."""
+    tags = Tags.read(text, budget)
     found: list[tuple[str, str]] = []
     pos = 0
-    while True:
-        match = _OPEN.search(text, pos)
-        if match is None:
-            return found
-        tag = match.group(1)
-        if match.group(0).endswith("/>"):
-            budget.spend()
-            found.append((tag, ""))
-            pos = match.end()
+    for begin, end, name, alone in tags.openings:
+        if begin < pos:
             continue
-        close = _matching_close(text, tag, match.end())
+        if alone:
+            budget.spend()
+            found.append((name, ""))
+            pos = end
+            continue
+        close = tags.closes.get(begin)
         if close is None:
-            pos = match.end()
             continue
         budget.spend()
-        found.append((tag, text[match.end() : close]))
-        pos = text.index(">", close) + 1
+        found.append((name, text[end : close[0]]))
+        pos = close[1]
+    return found
 
 
 # --- writing -----------------------------------------------------------------------------
@@ -175,8 +226,11 @@ def read_value(inner: str, annotation: Any, budget: Budget, depth: int = 1) -> A
 
     What cannot be read as its type is left as text, for the field's validation to report.
     """
-    if depth > MAX_DEPTH:
-        raise ValueError(f"XML nested deeper than {MAX_DEPTH}")
+    if depth > limits().max_depth:
+        raise OverLimit(
+            f"XML nested deeper than {limits().max_depth} levels "
+            "(imp.ParseLimits.max_depth, set with imp.configure(parse_limits=...))"
+        )
     base = base_annotation(annotation)
     text = inner.strip()
     if not structured(base):
@@ -236,7 +290,7 @@ def _untyped(children: list[tuple[str, str]], budget: Budget, depth: int) -> Any
 def _leaf(text: str, annotation: Any) -> Any:
     if annotation is Any:
         try:
-            return json.loads(text)
+            return loads_strict(text)
         except ValueError:
             return text
     try:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from imp._json import OverLimit, find_object
 from imp.adapters._fields import field_descriptions, placeholder
 from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, LMLike, guidance_lines, objective
 from imp.errors import AdapterParseError
@@ -20,30 +21,14 @@ __all__ = ["JSONAdapter", "find_json_object", "strict_output_schema"]
 _NOT_AN_OBJECT = "LM response cannot be serialized to a JSON object."
 
 
+def _why(error: ValueError) -> str:
+    """What a reply that is not an object is told: a limit's own words, else that it is not an object."""
+    return str(error) if isinstance(error, OverLimit) else _NOT_AN_OBJECT
+
+
 def find_json_object(text: str) -> str | None:
-    """The first balanced `{...}` block in text (braces inside strings ignored), or None."""
-    start = text.find("{")
-    while start != -1:
-        depth, in_string, escaped = 0, False, False
-        for i in range(start, len(text)):
-            char = text[i]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif char == "\\":
-                    escaped = True
-                elif char == '"':
-                    in_string = False
-            elif char == '"':
-                in_string = True
-            elif char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start : i + 1]
-        start = text.find("{", start + 1)
-    return None
+    """The first balanced `{...}` block in text (braces inside strings ignored), or None (one pass)."""
+    return find_object(text)
 
 
 def _strict(node: Any) -> bool:
@@ -131,13 +116,13 @@ class JSONAdapter(Adapter):
         body = unwrap_fence(text.strip()).strip()
         try:
             values = load_json_object(body)
-        except ValueError:
+        except ValueError as first:
             block = find_json_object(body)
             if block is None:
-                raise AdapterParseError(_NOT_AN_OBJECT, adapter=self.name, completion=text) from None
+                raise AdapterParseError(_why(first), adapter=self.name, completion=text) from None
             try:
                 values = load_json_object(block)
-            except ValueError:
-                raise AdapterParseError(_NOT_AN_OBJECT, adapter=self.name, completion=text) from None
+            except ValueError as exc:
+                raise AdapterParseError(_why(exc), adapter=self.name, completion=text) from None
         present = {k: v for k, v in values.items() if k in signature.outputs}
         return self.complete(signature, present, completion=text, coerce=coerce_value)

@@ -8,9 +8,11 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from imp._json import check_size
 from imp.adapters._fields import field_descriptions
 from imp.adapters._xml_values import (
     Budget,
+    Tags,
     element_bounds,
     escape,
     read_value,
@@ -27,7 +29,6 @@ from imp.values import coerce_text, coerce_value, render_value, value_note
 
 __all__ = ["XMLAdapter"]
 
-MAX_REPLY_CHARS = 1_000_000
 _FORBIDDEN = re.compile(r"<!DOCTYPE|<!ENTITY|<\?xml", re.IGNORECASE)
 
 
@@ -87,6 +88,10 @@ class XMLAdapter(Adapter):
         return text
 
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
+        try:
+            check_size(text, "XML")
+        except ValueError as exc:
+            raise AdapterParseError(str(exc), adapter=self.name, completion=text) from None
         plain = self.text_field_reply(signature, text)
         if plain is not None:
             return plain
@@ -94,15 +99,12 @@ class XMLAdapter(Adapter):
             raise AdapterParseError(
                 "XML declarations, doctypes, and entities are not allowed", adapter=self.name, completion=text
             )
-        if len(text) > MAX_REPLY_CHARS:
-            raise AdapterParseError(
-                f"the reply is longer than {MAX_REPLY_CHARS} characters", adapter=self.name, completion=text
-            )
         found: dict[str, Any] = {}
         budget = Budget()
         try:
+            tags = Tags.read(text, budget)
             for name, f in signature.outputs.items():
-                bounds = element_bounds(text, name)
+                bounds = element_bounds(text, name, tags=tags)
                 if bounds is None:
                     continue
                 inner = text[bounds[0] : bounds[1]]

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import anyio
 from mcp import ClientSession, types
 
+from imp._json import limits
 from imp._redact import redact_text
 from imp.mcp._http import HTTP_BROKEN, HTTP_STATUS_ERROR, HTTP_UNREACHABLE, http_streams
 from imp.mcp._render import MCPResult, render_result
@@ -239,6 +240,13 @@ class _Runner:
         if "result" in outcome:
             result = wire(outcome["result"])
             rendered = render_result(result)
+            size = len(rendered.text) + sum(len(image.data) for image in rendered.images)
+            if size > limits().max_chars:  # a hostile server's answer must not fill the model's context or memory
+                raise ToolError(
+                    f"{name}'s answer is {size:,} characters, over imp's limit of {limits().max_chars:,} "
+                    "(imp.ParseLimits.max_chars)",
+                    outcome="result",
+                )
             if result.get("isError"):
                 raise ToolError(rendered.text or f"{name} reported an error.", outcome="result")
             return rendered

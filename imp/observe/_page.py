@@ -1,13 +1,20 @@
-"""The shared frame of imp's HTML pages: one self-contained file, inline style and script, no network."""
+"""The shared frame of imp's HTML pages: one self-contained file, inline style and script, no network.
+
+A page shows what models, tools and servers wrote, so everything in it is escaped (`esc` and
+`pretty`, attributes too), and its Content-Security-Policy runs only the page's own script, named by its SHA-256: an
+injected `<script>` or `onerror=` handler would not run even if a value slipped past the escaping.
+"""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 
 from imp._redact import redact, redact_text
 
-__all__ = ["esc", "page", "pretty"]
+__all__ = ["CSP", "esc", "number", "page", "pretty"]
 
 _STYLE = """
 :root { --fg:#1d2433; --muted:#5b6475; --line:#d9dee7; --lm:#3b6fd8; --tool:#1f9d74; --err:#d0312d;
@@ -90,6 +97,21 @@ _SCRIPT = """
 """
 
 
+SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
+CSP = (
+    f"default-src 'none'; script-src '{SCRIPT_HASH}'; style-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'"
+)
+"""The page's policy: its own script by hash, no other script, nothing fetched, no form posted."""
+
+
+def number(value: object, default: float = 0.0) -> float:
+    """A number from a recorded value (a hostile file may put text where a number belongs)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return default
+
+
 def esc(value: object) -> str:
     """Text for HTML, redacted and escaped."""
     return html.escape(redact_text(value if isinstance(value, str) else str(value)))
@@ -106,8 +128,7 @@ def page(title: str, body: str) -> str:
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; "
-        "script-src 'unsafe-inline'; img-src data:\">"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
         f"<title>{esc(title)}</title><style>{_STYLE}</style></head>"
         f"<body>{body}<script>{_SCRIPT}</script></body></html>\n"
     )

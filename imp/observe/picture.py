@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from imp._json import loads_strict
 from imp._redact import redact, redact_text
 from imp.prediction import Prediction
 from imp.runtime.run import Event
@@ -114,11 +115,24 @@ def load_events(path: str | Path) -> list[Event]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = loads_strict(line)
         except ValueError as exc:
             raise ValueError(f"{path}:{number} is not a JSON event line: {exc}") from None
         events.append(_event(data, f"{path}:{number}"))
     return events
+
+
+def _number(value: Any, where: str, name: str) -> float:
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or abs(value) == float("inf"):
+        raise ValueError(f"{where}: `{name}` is a number, got {value!r:.80}")
+    return float(value)
+
+
+def _count(value: Any) -> int:
+    """A count from a recorded payload; anything else (a hostile file's text) counts as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _event(data: Any, where: str) -> Event:
@@ -127,12 +141,13 @@ def _event(data: Any, where: str) -> Event:
     if not isinstance(data, Mapping) or not isinstance(data.get("kind"), str):
         raise ValueError(f"{where}: an event is an imp.Event or its dump() with a `kind`, got {data!r:.80}")
     payload = {k: v for k, v in data.items() if k not in ("seq", "call_id", "parent_id", "kind", "at")}
+    parent = data.get("parent_id")
     return Event(
-        int(data.get("seq") or 0),
+        int(_number(data.get("seq"), where, "seq")),
         str(data.get("call_id") or "call"),
-        data.get("parent_id"),
+        None if parent is None else str(parent),
         data["kind"],
-        float(data.get("at") or 0.0),
+        _number(data.get("at"), where, "at"),
         payload,
     )
 
@@ -191,11 +206,15 @@ def _turn_step(number: int, turn: Mapping[str, Any]) -> Step:
     thought = turn.get(_THOUGHT)
     if isinstance(thought, str) and thought:
         step.thought = redact_text(thought)
-    results = {r.get("id"): r for r in turn.get(_RESULTS) or () if isinstance(r, Mapping)}
-    for call in turn.get(_CALLS) or ():
+    results_list = turn.get(_RESULTS)
+    calls = turn.get(_CALLS)
+    results = {
+        str(r.get("id")): r for r in (results_list if isinstance(results_list, list) else ()) if isinstance(r, Mapping)
+    }
+    for call in calls if isinstance(calls, list) else ():
         if not isinstance(call, Mapping):
             continue
-        result = results.get(call.get("id"), {})
+        result = results.get(str(call.get("id")), {})
         error = result.get("error")
         step.tools.append(
             ToolRow(
@@ -204,7 +223,7 @@ def _turn_step(number: int, turn: Mapping[str, Any]) -> Step:
                 arguments=call.get("arguments"),
                 output=result.get("result"),
                 error=_text(error) if error is not None else None,
-                outcome=result.get("outcome"),
+                outcome=None if result.get("outcome") is None else str(result.get("outcome")),
             )
         )
     return step
@@ -248,9 +267,11 @@ class _Builder:
 
     def _on_run_finished(self, event: Event, payload: dict[str, Any]) -> None:
         if event.call_id == self.root:
-            self.picture.reason = payload.get("termination_reason")
-            self.picture.cause = payload.get("termination_cause")
-            self.picture.complete = payload.get("complete")
+            reason, cause = payload.get("termination_reason"), payload.get("termination_cause")
+            self.picture.reason = None if reason is None else str(reason)
+            self.picture.cause = None if cause is None else str(cause)
+            complete = payload.get("complete")
+            self.picture.complete = complete if isinstance(complete, bool) else None
             self.picture.duration = self._at(event)
 
     def _on_run_failed(self, event: Event, payload: dict[str, Any]) -> None:
@@ -293,12 +314,15 @@ class _Builder:
             return
         bar, step = opened
         bar.end = self._at(event)
-        usage = payload.get("usage") or {}
-        step.input_tokens = int(usage.get("input_tokens") or 0)
-        step.output_tokens = int(usage.get("output_tokens") or 0)
+        usage = payload.get("usage")
+        usage = usage if isinstance(usage, Mapping) else {}
+        step.input_tokens = _count(usage.get("input_tokens"))
+        step.output_tokens = _count(usage.get("output_tokens"))
         step.duration = payload.get("duration", bar.end - bar.start)
-        step.finish_reason = payload.get("finish_reason")
-        step.asked = [str(name) for name in payload.get("tool_calls") or ()]
+        reason = payload.get("finish_reason")
+        step.finish_reason = None if reason is None else str(reason)
+        asked = payload.get("tool_calls")
+        step.asked = [str(name) for name in asked] if isinstance(asked, list) else []
         self.picture.requests += 1
         self.picture.input_tokens += step.input_tokens
         self.picture.output_tokens += step.output_tokens
@@ -351,7 +375,8 @@ class _Builder:
         bar, row = opened
         bar.end = self._at(event)
         row.output = payload.get("output")
-        row.outcome = payload.get("outcome")
+        outcome = payload.get("outcome")
+        row.outcome = None if outcome is None else str(outcome)
         row.duration = payload.get("duration")
         if payload.get("error") is not None:
             row.error = bar.error = _text(payload["error"])

@@ -68,7 +68,7 @@ def save_report_html(report: Report, path: str | Path) -> Path:
         runs.mkdir(exist_ok=True)
         name = f"row-{row.index:04d}.html"
         (runs / name).write_text(render_trace(row.prediction, title=f"row {row.index}"), encoding="utf-8")
-        links[row.index] = f"{runs.name}/{name}"
+        links[row.index] = f"./{runs.name}/{name}"  # "./": a folder named "javascript:..." stays a path
     target.write_text(render_report(report, links), encoding="utf-8")
     return target
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imp.observe._page import esc, page, pretty
+from imp.observe._page import esc, number, page, pretty
 from imp.observe.picture import Bar, Picture, Source, Step, picture_of
 
 __all__ = ["render_trace", "trace_html"]
@@ -40,7 +40,7 @@ def render_trace(source: Source, *, title: str | None = None) -> str:
 
 
 def _seconds(value: float | None) -> str:
-    if value is None:
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return "-"
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
@@ -52,12 +52,12 @@ def _summary(picture: Picture) -> str:
     error = f"<div class='error' id='run-error'>{esc(picture.error)}</div>" if picture.error else ""
     totals = [
         ("duration", _seconds(picture.duration)),
-        ("LM requests", str(picture.requests)),
-        ("tokens in", str(picture.input_tokens)),
-        ("tokens out", str(picture.output_tokens)),
-        ("tool calls", str(picture.tool_calls)),
-        ("retries", str(picture.retries)),
-        ("projections", str(picture.projections)),
+        ("LM requests", str(int(picture.requests))),
+        ("tokens in", str(int(picture.input_tokens))),
+        ("tokens out", str(int(picture.output_tokens))),
+        ("tool calls", str(int(picture.tool_calls))),
+        ("retries", str(int(picture.retries))),
+        ("projections", str(int(picture.projections))),
     ]
     cells = "".join(f"<div class='total'><span class='meta'>{k}</span><b>{esc(v)}</b></div>" for k, v in totals)
     complete = "" if picture.complete is None else (" (complete)" if picture.complete else " (incomplete)")
@@ -73,14 +73,14 @@ def _timeline(picture: Picture) -> str:
             "<h2>Timeline</h2><div id='timeline' class='card meta'>No timings: a prediction does not keep them. "
             "Record the run's events (on_event=events.append) and draw those for a timeline.</div>"
         )
-    span = max(max(b.end for b in picture.bars), picture.duration or 0.0) or 1e-9
+    span = max(max(number(b.end) for b in picture.bars), number(picture.duration)) or 1e-9
     tracks: dict[str, list[Bar]] = {}
     for bar in picture.bars:
         tracks.setdefault(bar.call_id, []).append(bar)
     rows = []
     for call_id, bars in tracks.items():
-        height = (max(b.lane for b in bars) + 1) * _LANE
-        label = f"{picture.calls.get(call_id, 'call')} <span class='meta'>{esc(call_id)}</span>"
+        height = (max(int(b.lane) for b in bars) + 1) * _LANE
+        label = f"{esc(picture.calls.get(call_id, 'call'))} <span class='meta'>{esc(call_id)}</span>"
         rows.append(
             f"<div class='track' data-call='{esc(call_id)}'><div class='track-label'>{label}</div>"
             f"<div class='lanes' style='height:{height}px'>{''.join(_bar(b, span) for b in bars)}</div></div>"
@@ -97,18 +97,18 @@ def _timeline(picture: Picture) -> str:
 
 
 def _bar(bar: Bar, span: float) -> str:
-    left = 100 * bar.start / span
-    width = max(100 * (bar.end - bar.start) / span, 0.2)
-    classes = f"bar {bar.kind}{' error' if bar.error else ''}{' retried' if bar.retries else ''}"
+    left = 100 * number(bar.start) / span
+    width = max(100 * (number(bar.end) - number(bar.start)) / span, 0.2)
+    classes = f"bar {esc(bar.kind)}{' error' if bar.error else ''}{' retried' if bar.retries else ''}"
     tip = f"{bar.label}: {_seconds(bar.end - bar.start)}"
     if bar.retries:
-        tip += f", {bar.retries} retr{'y' if bar.retries == 1 else 'ies'}"
+        tip += f", {int(bar.retries)} retr{'y' if bar.retries == 1 else 'ies'}"
     if bar.error:
         tip += f", error: {bar.error}"
-    step = f" data-step='{bar.step}'" if bar.step is not None else ""
+    step = f" data-step='{int(bar.step)}'" if bar.step is not None else ""
     return (
-        f"<div class='{classes}' data-kind='{bar.kind}'{step} title='{esc(tip)}' "
-        f"style='left:{left:.3f}%;width:{width:.3f}%;top:{bar.lane * _LANE}px'>{esc(bar.label)}</div>"
+        f"<div class='{classes}' data-kind='{esc(bar.kind)}'{step} title='{esc(tip)}' "
+        f"style='left:{left:.3f}%;width:{width:.3f}%;top:{int(bar.lane) * _LANE}px'>{esc(bar.label)}</div>"
     )
 
 
@@ -140,14 +140,12 @@ def _step(step: Step, picture: Picture, opened: bool) -> str:
         marks += "<span class='mark'>forced</span>"
     caller = picture.calls.get(step.call_id)
     where = f" · {esc(caller)} {esc(step.call_id)}" if caller and len(picture.calls) > 1 else ""
-    facts = [step.model, f"{step.input_tokens} in / {step.output_tokens} out"] if step.model else []
+    facts = [step.model, f"{int(step.input_tokens)} in / {int(step.output_tokens)} out"] if step.model else []
     if step.duration is not None:
         facts.append(_seconds(step.duration))
     if step.finish_reason:
-        facts.append(step.finish_reason)
-    summary = (
-        f"<summary><b>Step {step.number}</b>{where} <span class='meta'>{esc(' · '.join(facts))}</span>{marks}</summary>"
-    )
+        facts.append(str(step.finish_reason))
+    summary = f"<summary><b>Step {int(step.number)}</b>{where} <span class='meta'>{esc(' · '.join(facts))}</span>{marks}</summary>"
     body = []
     if step.thought:
         body.append(f"<div class='thought'><span class='meta'>thought</span>{pretty(step.thought)}</div>")
@@ -156,7 +154,7 @@ def _step(step: Step, picture: Picture, opened: bool) -> str:
     if step.projection:
         body.append(f"<div class='projection-note meta'>context projected: {esc(step.projection)}</div>")
     for message in step.messages:
-        role = esc(message.get("role", "?"))
+        role = esc(message.get("role", "?"))  # escaped like every recorded value
         body.append(
             f"<div class='message'><span class='meta'>{role} message</span>{pretty(message.get('content', ''))}</div>"
         )
@@ -184,6 +182,6 @@ def _step(step: Step, picture: Picture, opened: bool) -> str:
         body.append(pretty(step.fields))
     classes = "step failed" if step.error or any(t.error for t in step.tools) else "step"
     return (
-        f"<details class='{classes}' id='step-{step.number}' data-search{' open' if opened else ''}>"
+        f"<details class='{classes}' id='step-{int(step.number)}' data-search{' open' if opened else ''}>"
         f"{summary}<div class='step-body'>{''.join(body)}</div></details>"
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -19,6 +19,7 @@ from imp.models.base import LM
 from imp.models.scripted import ScriptedLM, StaticLM
 from imp.prediction import Example, Prediction
 from imp.programs.base import Program
+from imp.saving._trust import Refused, Trust, check_adapter_opts, check_config, check_keys, check_lm_section
 from imp.signature import Signature
 from imp.tools import Tool
 
@@ -70,6 +71,8 @@ class ProgramKind:
     cls: type[Program]
     dump: Callable[[Any, Saver], dict[str, Any]]
     load: Callable[[Mapping[str, Any], Loader], Program]
+    keys: frozenset[str] | None = None
+    """The keys its saved form may hold (besides `kind`); a file with another is refused. None: unchecked."""
 
 
 KINDS: dict[str, ProgramKind] = {}
@@ -227,9 +230,16 @@ class Saver:
 class Loader:
     """What a kind's load function uses: functions and types from the registry, the LM to pin."""
 
-    def __init__(self, registry: Mapping[str, Any] | None = None, *, lm: LM | None = None) -> None:
+    def __init__(
+        self,
+        registry: Mapping[str, Any] | None = None,
+        *,
+        lm: LM | None = None,
+        trust_endpoint: bool | str | Iterable[str] = False,
+    ) -> None:
         self.registry = dict(registry or {})
         self.lm_override = lm
+        self.trust = Trust(trust_endpoint)
 
     def function(self, name: str, where: str) -> Callable[..., Any]:
         """The registry's function saved under `name` (a tool's runner when the entry is a tool)."""
@@ -285,24 +295,72 @@ class Loader:
             raise LoadError(f"the saved adapter {name!r} is not one of {', '.join(ADAPTERS)}")
         return cls()
 
-    def lm(self, data: object) -> LM | None:
-        """The LM to pin: `imp.load(..., lm=...)` if given, else one rebuilt from provider, model and options."""
+    def lm(self, data: Any) -> LM | None:
+        """The LM to pin: `imp.load(..., lm=...)` if given, else one rebuilt from provider, model and
+        options, which the file may set only as `imp.saving._trust` allows."""
         if self.lm_override is not None:
             return self.lm_override
         if data is None:
             return None
-        if not isinstance(data, Mapping) or not isinstance(data.get("provider"), str):
-            raise LoadError("the saved lm must name a provider and a model")
         from imp.models import lm as make_lm
 
-        options = dict(data.get("options") or {})
-        return make_lm(f"{data['provider']}:{data['model']}", base_url=data.get("base_url"), **options)
+        try:
+            provider, model, base_url, options = check_lm_section(data, self.trust, _provider_url)
+        except Refused as exc:
+            raise LoadError(str(exc)) from None
+        return make_lm(f"{provider}:{model}", base_url=base_url, **options)
+
+    def config(self, data: Any) -> dict[str, Any]:
+        """A program's saved request options, as `imp.saving._trust` allows them."""
+        try:
+            return check_config(data, self.trust)
+        except Refused as exc:
+            raise LoadError(str(exc)) from None
+
+    def adapter_opts(self, data: Any) -> dict[str, Any]:
+        """A program's saved adapter options: renderers resolved from the registry, the rest typed."""
+        try:
+            check_adapter_opts(data, FUNCTION)
+        except Refused as exc:
+            raise LoadError(str(exc)) from None
+        resolved: dict[str, Any] = self.value(dict(data or {}), "adapter_opts")
+        return resolved
+
+    def fields(self, data: Any, allowed: Iterable[str], where: str) -> Mapping[str, Any]:
+        """An object of the file whose keys are all known (an unknown one is refused, naming it)."""
+        try:
+            return check_keys(data, allowed, where)
+        except Refused as exc:
+            raise LoadError(str(exc)) from None
 
     def program(self, data: Mapping[str, object]) -> Program:
         """A nested program from its payload."""
+        if not isinstance(data, Mapping):
+            raise LoadError(f"a saved program is an object, got {type(data).__name__}")
         name = data.get("kind")
         kind = KINDS.get(name) if isinstance(name, str) else None
         if kind is None:
             known = ", ".join(sorted(KINDS))
             raise LoadError(f"unknown program kind {name!r} (this imp loads: {known})")
+        if kind.keys is not None:
+            self.fields(data, {"kind", *kind.keys}, f"the saved {name} program")
         return kind.load(data, self)
+
+
+def _provider_url(provider: str) -> str:
+    """A provider's own endpoint (the one a file may name without the caller's word)."""
+    from imp.models import PROVIDERS
+    from imp.models._http import HTTPLM
+
+    cls: type[HTTPLM]
+    if provider == "openai":
+        from imp.models.openai import OpenAILM as cls
+    elif provider == "openai-responses":
+        from imp.models.openai_responses import OpenAIResponsesLM as cls
+    elif provider == "openrouter":
+        from imp.models.openai import OpenRouterLM as cls
+    elif provider == "anthropic":
+        from imp.models.anthropic import AnthropicLM as cls
+    else:
+        raise Refused(f"the saved lm names the provider {provider!r}; imp knows {', '.join(PROVIDERS)}")
+    return cls.default_base_url

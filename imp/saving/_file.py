@@ -8,11 +8,13 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from imp._json import loads_strict
 from imp._redact import redact_text
+from imp.errors import ImpError
 from imp.models.base import LM
 from imp.programs._parameters import Optimized, optimized_by, set_optimized
 from imp.programs.base import Program
@@ -66,10 +68,18 @@ def dump_program(
     return document
 
 
+_DOCUMENT_KEYS = frozenset({"format", "schema_version", "program", "checksum", "optimized"})
+
+
 def load_program(
-    document: Mapping[str, object], *, registry: Mapping[str, object] | None = None, lm: LM | None = None
+    document: Mapping[str, Any],
+    *,
+    registry: Mapping[str, Any] | None = None,
+    lm: LM | None = None,
+    trust_endpoint: bool | str | Iterable[str] = False,
 ) -> Program:
-    """A program from a document `dump_program` made; checks the format, schema version and checksum."""
+    """A program from a document `dump_program` made; checks the format, schema version and checksum,
+    and what the file asks for (see `imp.saving._trust`: a loaded file is data, never authority)."""
     if not isinstance(document, Mapping) or document.get("format") != FORMAT:
         raise LoadError(f"not a saved imp program (expected a JSON object with format {FORMAT!r})")
     version = document.get("schema_version")
@@ -83,10 +93,20 @@ def load_program(
     program = document.get("program")
     if not isinstance(program, Mapping):
         raise LoadError("the saved document has no program")
-    loaded = Loader(registry, lm=lm).program(program)
-    made_by = document.get("optimized")
-    if isinstance(made_by, Mapping):
-        set_optimized(loaded, Optimized.load(made_by))
+    loader = Loader(registry, lm=lm, trust_endpoint=trust_endpoint)
+    loader.fields(document, _DOCUMENT_KEYS, "the saved document")
+    try:
+        loaded = loader.program(program)
+        made_by = document.get("optimized")
+        if isinstance(made_by, Mapping):
+            set_optimized(loaded, Optimized.load(made_by))
+    except ImpError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # A file is data from anywhere: whatever a malformed one makes a constructor say, the caller
+        # gets the one error of loading, with the cause.
+        detail = f"a missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise LoadError(f"the saved program could not be loaded: {detail}") from exc
     return loaded
 
 
@@ -130,15 +150,24 @@ def save(
 
 
 def load(
-    path: str | os.PathLike[str], *, registry: Mapping[str, object] | None = None, lm: LM | None = None
+    path: str | os.PathLike[str],
+    *,
+    registry: Mapping[str, Any] | None = None,
+    lm: LM | None = None,
+    trust_endpoint: bool | str | Iterable[str] = False,
 ) -> Program:
-    """Read a program `imp.save` wrote; `registry` resolves saved function and type names, `lm` overrides the model."""
+    """Read a program `imp.save` wrote; `registry` resolves saved function and type names, `lm` overrides the model.
+
+    A file is data, never authority: it cannot name code, a path to create or a credential, and an
+    endpoint it names other than its provider's own is refused unless `trust_endpoint` is True or
+    that URL (or a list of URLs holding it): your API key from the environment would be sent there.
+    """
     target = Path(path)
     try:
-        document = json.loads(target.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise LoadError(f"{target} is not JSON ({exc.msg} at line {exc.lineno}); was it written by imp.save?") from None
+        document = loads_strict(target.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise LoadError(f"{target} is not JSON ({exc}); was it written by imp.save?") from None
     try:
-        return load_program(document, registry=registry, lm=lm)
+        return load_program(document, registry=registry, lm=lm, trust_endpoint=trust_endpoint)
     except ChecksumError as exc:
         raise ChecksumError(f"{target}: {exc}") from None

@@ -43,16 +43,19 @@ def _predict_loader(cls: type[Predict]) -> Callable[[Mapping[str, Any], Loader],
             lm=loader.lm(data.get("lm")),
             adapter=loader.adapter(data.get("adapter")),
             demos=tuple(data.get("demos") or ()),
-            config=dict(data.get("config") or {}),
-            adapter_opts=loader.value(dict(data.get("adapter_opts") or {}), "adapter_opts"),
+            config=loader.config(data.get("config")),
+            adapter_opts=loader.adapter_opts(data.get("adapter_opts")),
             json_fallback=bool(data.get("json_fallback", True)),
         )
 
     return load_predict
 
 
-register_program_kind(ProgramKind("predict", Predict, _dump_predict, _predict_loader(Predict)))
-register_program_kind(ProgramKind("chain_of_thought", ChainOfThought, _dump_predict, _predict_loader(ChainOfThought)))
+_PREDICT_KEYS = frozenset({"signature", "demos", "config", "adapter", "adapter_opts", "json_fallback", "lm"})
+register_program_kind(ProgramKind("predict", Predict, _dump_predict, _predict_loader(Predict), _PREDICT_KEYS))
+register_program_kind(
+    ProgramKind("chain_of_thought", ChainOfThought, _dump_predict, _predict_loader(ChainOfThought), _PREDICT_KEYS)
+)
 
 
 # --- ReAct ------------------------------------------------------------------------------------------
@@ -71,7 +74,13 @@ def _dump_tool(tool: Tool, saver: Saver) -> JSONObject:
     }
 
 
+_TOOL_KEYS = frozenset(
+    {"name", "description", "parameters", "runner", "timeout", "sequential", "call_with", "metadata"}
+)
+
+
 def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:
+    loader.fields(data, _TOOL_KEYS, "a saved tool")
     name = str(data["name"])
     runner_name = str(data["runner"])
     parameters = dict(data.get("parameters") or {})
@@ -137,8 +146,8 @@ def _load_tool_loop(data: Mapping[str, Any], loader: Loader) -> dict[str, Any]:
         "lm": loader.lm(data.get("lm")),
         "adapter": loader.adapter(data.get("adapter")),
         "demos": tuple(data.get("demos") or ()),
-        "config": dict(data.get("config") or {}),
-        "adapter_opts": loader.value(dict(data.get("adapter_opts") or {}), "adapter_opts"),
+        "config": loader.config(data.get("config")),
+        "adapter_opts": loader.adapter_opts(data.get("adapter_opts")),
         "max_iters": int(data.get("max_iters", 20)),
         "tool_policy": loader.value(data.get("tool_policy", "allow"), "tool_policy"),
     }
@@ -159,7 +168,19 @@ def _load_react(data: Mapping[str, Any], loader: Loader) -> Program:
     )
 
 
-register_program_kind(ProgramKind("react", ReAct, _dump_react, _load_react))
+_LOOP_KEYS = frozenset(
+    {"signature", "tools", "demos", "config", "adapter", "adapter_opts", "max_iters", "tool_policy", "lm"}
+)
+_REACT_KEYS = _LOOP_KEYS | {
+    "finish",
+    "finish_on",
+    "last_request_note",
+    "last_request_tools",
+    "unsent_note",
+    "history_replay",
+    "extract_instructions",
+}
+register_program_kind(ProgramKind("react", ReAct, _dump_react, _load_react, _REACT_KEYS))
 
 
 # --- ReActTrajectory ---------------------------------------------------------------------------------
@@ -173,7 +194,9 @@ def _load_react_trajectory(data: Mapping[str, object], loader: Loader) -> Progra
     return ReActTrajectory(**_load_tool_loop(data, loader))
 
 
-register_program_kind(ProgramKind("react_trajectory", ReActTrajectory, _dump_react_trajectory, _load_react_trajectory))
+register_program_kind(
+    ProgramKind("react_trajectory", ReActTrajectory, _dump_react_trajectory, _load_react_trajectory, _LOOP_KEYS)
+)
 
 
 # --- function programs -------------------------------------------------------------------------------
@@ -207,4 +230,6 @@ def _load_function(data: Mapping[str, Any], loader: Loader) -> Program:
     return FunctionProgram.build(function, **{k: v for k, v in options.items() if v is not None})
 
 
-register_program_kind(ProgramKind("function", FunctionProgram, _dump_function, _load_function))
+register_program_kind(
+    ProgramKind("function", FunctionProgram, _dump_function, _load_function, frozenset({"function", "program"}))
+)

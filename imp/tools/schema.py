@@ -12,14 +12,14 @@ import functools
 import inspect
 import json
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
 import pydantic
+import pydantic_core
 
-from imp._json import loads
+from imp._json import OverLimit, loads
 from imp.records import UnreadArguments
 
 __all__ = [
@@ -52,6 +52,28 @@ class SchemaProblem:
         return f"{where} {self.message}"
 
 
+@functools.lru_cache(maxsize=256)
+def _pattern(pattern: str) -> pydantic_core.SchemaValidator | None:
+    """A linear-time matcher for a schema's `pattern` (Rust's regex engine, through pydantic-core).
+
+    A schema can come from a saved file or an MCP server, and Python's `re` backtracks: `(a+)+$`
+    against 30 a's and a `!` would hold the event loop for minutes. A pattern the linear engine
+    cannot read (lookaround, backreferences) constrains nothing here.
+    """
+    try:
+        return pydantic_core.SchemaValidator(
+            pydantic_core.core_schema.str_schema(pattern=pattern),
+            pydantic_core.core_schema.CoreConfig(regex_engine="rust-regex"),
+        )
+    except pydantic_core.SchemaError:
+        return None
+
+
+def _matches(pattern: str, value: str) -> bool:
+    matcher = _pattern(pattern)
+    return matcher is None or matcher.isinstance_python(value)
+
+
 # --- decoding ---------------------------------------------------------------------------------
 
 
@@ -76,6 +98,8 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
             return {}, None
         try:
             value = loads(text)
+        except OverLimit as exc:
+            return None, f"are not read: {exc}"
         except ValueError:
             value = None
         if isinstance(value, Mapping):
@@ -318,13 +342,8 @@ class _Checker:
             noun = "character" if high == 1 else "characters"
             out.append(SchemaProblem(path, f"must be at most {high} {noun} long"))
         pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            try:
-                matched = re.search(pattern, value) is not None
-            except re.error:
-                matched = True  # a pattern Python cannot read constrains nothing here
-            if not matched:
-                out.append(SchemaProblem(path, f"must match the pattern `{pattern}`"))
+        if isinstance(pattern, str) and not _matches(pattern, value):
+            out.append(SchemaProblem(path, f"must match the pattern `{pattern}`"))
 
     def _check_number(self, schema: Mapping[str, object], value: float, path: str, out: list[SchemaProblem]) -> None:
         bounds: list[tuple[str, Callable[[float, float], bool], str]] = [

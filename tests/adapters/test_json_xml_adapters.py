@@ -124,11 +124,12 @@ def test_xml_refuses_declarations_doctypes_and_entities(reply: str) -> None:
 
 def test_xml_depth_and_size_are_bounded() -> None:
     sig = imp.signature("q -> data: list[Any]")
-    deep = "<data>" + "<item>" * 70 + "x" + "</item>" * 70 + "</data>"
-    with pytest.raises(imp.AdapterParseError, match="deeper"):
+    levels = imp.ParseLimits().max_depth + 1
+    deep = "<data>" + "<item>" * levels + "x" + "</item>" * levels + "</data>"
+    with pytest.raises(imp.AdapterParseError, match="deeper than 100 levels"):
         xml_adapter.parse(sig, deep)
-    with pytest.raises(imp.AdapterParseError, match="longer than"):
-        xml_adapter.parse(sig, "<data>" + "x" * 1_000_001 + "</data>")
+    with pytest.raises(imp.AdapterParseError, match="over the limit of 4,000,000"):
+        xml_adapter.parse(sig, "<data>" + "x" * 4_000_001 + "</data>")
 
 
 def test_xml_missing_tag_is_an_error() -> None:

@@ -119,3 +119,47 @@ def test_a_deadline_ends_the_stream_with_an_error_event() -> None:
         never.set()
         server.stop()
         provider.stop()
+
+
+@pytest.mark.parametrize(
+    ("reply", "status", "detail", "logged"),
+    [
+        ("no field markers at all, just prose", 502, "AdapterParseError", "fastapi_stream.failed AdapterParseError"),
+        (None, 500, "internal error", "fastapi_stream.crashed"),
+    ],
+)
+def test_any_failure_ends_the_stream_with_an_error_event_and_a_log_line(
+    reply: str | None, status: int, detail: str, logged: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reply that cannot be parsed, or a bug, is an `error` event and a log line, never a 200 with nothing."""
+    example = load()
+    provider = FakeProvider(responder=lambda received: stream_reply(reply or REPLY, size=8)).start()
+    settings = example.StreamSettings(model="openai:fake", base_url=provider.base_url, api_key="sk-test")
+
+    def broken_lm(config: object) -> object:
+        lm = example.make_lm(config)
+        if reply is None:  # a bug in the service: the program cannot be called at all
+
+            def boom(*args: object, **kwargs: object) -> object:
+                raise RuntimeError("a bug")
+
+            lm.request = boom  # type: ignore[method-assign]
+            lm.stream = boom  # type: ignore[method-assign]
+        return lm
+
+    server = AppServer(example.create_app(settings, lm_factory=broken_lm)).start()
+    try:
+        with (
+            caplog.at_level("WARNING", logger="fastapi_stream"),
+            httpx.Client(base_url=server.url, timeout=10) as client,
+            client.stream("POST", "/answer/stream", json={"question": "Why?"}) as response,
+        ):
+            assert response.status_code == 200
+            seen = list(events(response))
+        assert seen and seen[-1][:2] == ("error", {"http_status": status, "detail": detail}), seen
+        assert wait_until(lambda: any(logged in r.getMessage() for r in caplog.records), timeout=5), [
+            r.getMessage() for r in caplog.records
+        ]
+    finally:
+        server.stop()
+        provider.stop()

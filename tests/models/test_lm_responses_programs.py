@@ -106,7 +106,7 @@ async def test_later_turns_a_saved_history_and_a_saved_program_replay_the_same_r
         fake.add(responses_reply(responses_body(message_item("Still two."), response_id="r5")))
         await imp.call(program, question="and now?", history=imp.History.load(saved))
         path = imp.save(program, tmp_path / "agent.json", registry={"look": look})
-        loaded = imp.load(path, registry={"look": look})
+        loaded = imp.load(path, registry={"look": look}, trust_endpoint=True)  # its own file, for the fake server
         reloaded_lm = loaded.lm
         assert reloaded_lm is not None and reloaded_lm.model_key == "openai-responses:gpt-5.4-mini"  # type: ignore[attr-defined]
         fake.add(responses_reply(responses_body(message_item("Still two."), response_id="r6")))

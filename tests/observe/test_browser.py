@@ -6,6 +6,8 @@ The screenshot is kept in `IMP_TEST_ARTIFACTS` (default `build/test-artifacts/`)
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -57,6 +59,14 @@ _PROBE = """
 """
 
 
+def with_probe(page: str, probe: str) -> str:
+    """The page with a probe script added, and the probe's hash added to the page's CSP so it may run."""
+    body = probe.strip().removeprefix("<script>").removesuffix("</script>")
+    digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode("ascii")
+    page = page.replace("script-src ", f"script-src 'sha256-{digest}' ", 1)
+    return page.replace("</body>", f"<script>{body}</script></body>")
+
+
 def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM is not None, "IMP_REQUIRE_BROWSER=1 but no chromium on PATH: run make browser"
     flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={profile}"]
@@ -72,7 +82,7 @@ def test_a_recorded_run_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
     probed = tmp_path / "probed.html"
-    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>"), encoding="utf-8")
+    probed.write_text(with_probe(page.read_text(encoding="utf-8"), _PROBE), encoding="utf-8")
     dom = _chromium("--virtual-time-budget=3000", "--dump-dom", probed.as_uri(), profile=tmp_path / "p2").stdout
     found = re.search(r"<pre id=\"probe\">(.*?)</pre>", dom, re.S)
     assert found is not None, dom[-2000:]
@@ -131,7 +141,7 @@ def test_an_evaluation_page_renders_in_headless_chromium(tmp_path: Path) -> None
         profile=tmp_path / "p1",
     )
     probed = tmp_path / "probed.html"
-    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", _REPORT_PROBE + "</body>"), encoding="utf-8")
+    probed.write_text(with_probe(page.read_text(encoding="utf-8"), _REPORT_PROBE), encoding="utf-8")
     dom = _chromium("--virtual-time-budget=3000", "--dump-dom", probed.as_uri(), profile=tmp_path / "p2").stdout
     found = re.search(r"<pre id=\"probe\">(.*?)</pre>", dom, re.S)
     assert found is not None, dom[-2000:]

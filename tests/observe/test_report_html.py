@@ -48,10 +48,10 @@ def test_the_page_has_the_score_the_chart_failures_first_and_links(tmp_path: Pat
     assert "class='row failed'" in page and "program: RuntimeError: the model is down" in page
     links = re.findall(r"<a href='([^']+)'>run</a>", page)
     assert links == [
-        "eval.runs/row-0002.html",
-        "eval.runs/row-0000.html",
-        "eval.runs/row-0001.html",
-        "eval.runs/row-0004.html",
+        "./eval.runs/row-0002.html",
+        "./eval.runs/row-0000.html",
+        "./eval.runs/row-0001.html",
+        "./eval.runs/row-0004.html",
     ]
     for link in links:
         run = (tmp_path / link).read_text(encoding="utf-8")

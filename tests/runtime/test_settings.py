@@ -92,7 +92,32 @@ def test_every_setting_is_read_somewhere() -> None:
     root = Path(imp.__file__).parent
     sources = "\n".join(p.read_text() for p in root.rglob("*.py"))
     for name in imp.Settings.__dataclass_fields__:
+        if name == "parse_limits":  # handed by configure to imp._json, which lies below settings (tested below)
+            continue
         assert re.search(rf"settings\(\)\.{name}\b", sources), f"Settings.{name} is never read"
+
+
+def test_parse_limits_set_with_configure_bound_every_parser() -> None:
+    from imp._json import limits, loads
+
+    deep = "[" * 30 + "]" * 30
+    assert isinstance(loads(deep), list)  # within the default of 100 levels
+    try:
+        imp.configure(parse_limits=imp.ParseLimits(max_depth=20))
+        assert limits().max_depth == 20
+        with pytest.raises(ValueError, match=r"deeper than 20 levels \(imp\.ParseLimits\.max_depth"):
+            loads(deep)
+        with pytest.raises(imp.AdapterParseError, match="deeper than 20"):
+            imp.XMLAdapter().parse(imp.signature("q -> a: list[Any]"), "<a>" + "<item>" * 25 + "</item>" * 25 + "</a>")
+        with pytest.raises(TypeError, match="context cannot set"), imp.context(parse_limits=imp.ParseLimits()):
+            pass
+        with pytest.raises(TypeError, match=r"takes an imp\.ParseLimits"):
+            imp.configure(parse_limits={"max_depth": 5})
+        with pytest.raises(ValueError, match="max_chars is a positive integer"):
+            imp.ParseLimits(max_chars=0)
+    finally:
+        imp.configure(parse_limits=imp.ParseLimits())
+    assert limits() == imp.ParseLimits()
 
 
 def test_unknown_settings_are_still_refused_with_the_known_names() -> None:

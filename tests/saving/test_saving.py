@@ -170,7 +170,9 @@ def test_an_lm_from_imp_lm_is_saved_without_credentials_or_headers(tmp_path: Pat
         "options": {"temperature": 0.1, "max_tokens": 300, "extra_body": {"top_k": 4}},
         "base_url": "https://llm.example.com/v1?region=eu",
     }
-    loaded = load(path)
+    with pytest.raises(LoadError, match="trust_endpoint"):  # the file names an endpoint: the caller must say
+        load(path)
+    loaded = load(path, trust_endpoint="https://llm.example.com/v1?region=eu")
     rebuilt = loaded.lm  # type: ignore[attr-defined]
     assert (rebuilt.provider, rebuilt.model, rebuilt.base_url) == ("openai", "gpt-4o-mini", saved["base_url"])
     assert rebuilt.defaults == saved["options"]
