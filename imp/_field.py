@@ -150,6 +150,9 @@ class Field:
     def __hash__(self) -> int:
         return hash((self.name, self.kind))
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Field:
+        return self  # an immutable value (its constraints are a read-only mapping, which copy cannot copy)
+
     def __repr__(self) -> str:
         return f"Field({self.name!r}, {self.kind}, {type_to_text(self.annotation)})"
 

@@ -74,7 +74,9 @@ class _Parser:
     def parse(self) -> object:
         result = self.union()
         if self.peek():
-            raise self.error(f"unexpected `{self.text[self.pos]}` after the type")
+            char = self.text[self.pos]
+            hint = '; a description is written in double quotes: `name: type "description"`' if char == "'" else ""
+            raise self.error(f"unexpected `{char}` after the type{hint}")
         return result
 
     def union(self) -> object:

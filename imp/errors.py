@@ -61,9 +61,11 @@ raised for the caller to retry.
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, get_args
 
+from imp._redact import redact_text
 from imp.records import ToolOutcome
 
 __all__ = [
@@ -130,8 +132,36 @@ class MissingInputError(ImpError, ValueError):
         super().__init__(message)
 
 
+EXCERPT_CHARS = 240
+"""How much of a reply a parse error quotes: enough to see what the model did, never a whole page."""
+
+
+def reply_excerpt(completion: str | Mapping[str, Any] | None, limit: int = EXCERPT_CHARS) -> str | None:
+    """A short, redacted, one-line quotation of what the model wrote (None when it wrote nothing).
+
+    The middle of a long reply is left out, saying how much: the start shows how the model began,
+    the end whether it was cut off.
+    """
+    if completion is None:
+        return None
+    text = completion if isinstance(completion, str) else json.dumps(completion, ensure_ascii=False, default=str)
+    if not text.strip():
+        return None
+    text = redact_text(text)
+    if len(text) > limit:
+        head = limit * 2 // 3
+        tail = limit - head
+        return f"{text[:head]!r} [... {len(text) - limit:,} characters left out ...] {text[-tail:]!r}"
+    return repr(text)
+
+
 class AdapterParseError(ImpError):
-    """A reply that could not be read into the signature's output fields."""
+    """A reply that could not be read into the signature's output fields.
+
+    The message names the adapter, what was wrong, and a short redacted excerpt of the reply; when
+    a program asked again with the JSON fallback, it says so, how that request was sent (a
+    `response_format` the server refused and imp stepped down from), and why that reply failed too.
+    """
 
     def __init__(
         self,
@@ -154,20 +184,55 @@ class AdapterParseError(ImpError):
         self._message = message
         self.finish_reason = finish_reason
         """The reply's normalised finish reason, when the code that read it knew it (`length`: cut)."""
+        self.fallback: AdapterParseError | None = None
+        """The JSON fallback's own parse error, when a program asked again and that reply failed too."""
+        self.fallback_request: str | None = None
+        """How the fallback request was sent: its adapter, and its `response_format` (stepped down or not)."""
         super().__init__(self._text())
 
-    def _text(self) -> str:
-        text = f"{self.adapter} could not parse the reply: {self._message}"
+    @property
+    def message(self) -> str:
+        """What was wrong with the reply, without the adapter's name, the excerpt or the fallback."""
+        return self._message
+
+    @property
+    def adapters_tried(self) -> tuple[str, ...]:
+        """The adapters that read a reply, in order: this one, then the fallback's, if it was asked."""
+        return (self.adapter,) if self.fallback is None else (self.adapter, *self.fallback.adapters_tried)
+
+    def _own_text(self) -> str:
+        text = self._message.rstrip(". ")
         if isinstance(self.completion, str) and not self.completion.strip():
             # A base model served for chat (Gemma 3 270M under llama-cpp-python) mostly answers ''.
             text += " (the reply was empty: the model wrote no text)"
+        else:
+            excerpt = reply_excerpt(self.completion)
+            if excerpt is not None:
+                text += f"; the model wrote {excerpt}"
         if self.finish_reason == "length":
             text += " (the reply was cut off at the max_tokens limit, finish_reason 'length': raise max_tokens)"
+        return text
+
+    def _text(self) -> str:
+        text = f"{self.adapter} could not parse the reply: {self._own_text()}"
+        if self.fallback is not None:
+            how = f" ({self.fallback_request})" if self.fallback_request else ""
+            text += (
+                f". Asked again with the JSON fallback{how}, {self.fallback.adapter} could not parse "
+                f"that reply either: {self.fallback._own_text()}"
+            )
         return text
 
     def with_finish_reason(self, finish_reason: str | None) -> AdapterParseError:
         """This error, saying how the reply ended (a reply cut by `max_tokens` says so); returns self."""
         self.finish_reason = finish_reason
+        self.args = (self._text(),)
+        return self
+
+    def with_fallback(self, error: AdapterParseError, request: str | None = None) -> AdapterParseError:
+        """This error, saying the JSON fallback was asked (`request`: how it was sent) and failed with `error`; returns self."""
+        self.fallback = error
+        self.fallback_request = request
         self.args = (self._text(),)
         return self
 

@@ -36,7 +36,11 @@ class PredictionMetadata:
     def __getitem__(self, key: str) -> Any:
         if key in _METADATA_KEYS:
             return getattr(self, key)
-        return self.extra[key]
+        try:
+            return self.extra[key]
+        except KeyError:
+            known = ", ".join([*sorted(_METADATA_KEYS), *self.extra])
+            raise KeyError(f"prediction metadata has no key {key!r} (keys: {known})") from None
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value under `key`, or `default`."""
@@ -65,14 +69,20 @@ class _Fields:
         try:
             return fields_[name]
         except KeyError:
-            known = ", ".join(fields_) or "none"
-            raise AttributeError(f"this {self._noun} has no field {name!r} (fields: {known})") from None
+            raise AttributeError(self._no_field(name)) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} values are immutable")
 
     def __getitem__(self, name: str) -> Any:
-        return self._fields[name]
+        try:
+            return self._fields[name]
+        except KeyError:
+            raise KeyError(self._no_field(name)) from None
+
+    def _no_field(self, name: object) -> str:
+        known = ", ".join(self._fields) or "none"
+        return f"this {self._noun} has no field {name!r} (fields: {known})"
 
     def __contains__(self, name: object) -> bool:
         return name in self._fields

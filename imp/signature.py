@@ -20,15 +20,17 @@ import pydantic
 
 from imp._annotation import is_history
 from imp._field import MISSING, Field, FieldKind, FieldSpec, InputField, OutputField, load_field
+from imp._field_names import RESERVED_INPUT_NAMES, RESERVED_OUTPUT_NAMES, name_problem, reserved_name_problem
 from imp._jsondata import JSONObject
 from imp._typeparse import parse_type
 from imp.errors import SignatureError
 
 _CONSTRAINT_KEYS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 __all__ = [
     "MISSING",
+    "RESERVED_INPUT_NAMES",
+    "RESERVED_OUTPUT_NAMES",
     "Field",
     "FieldKind",
     "InputField",
@@ -36,6 +38,7 @@ __all__ = [
     "Signature",
     "SignatureLike",
     "as_signature",
+    "reserved_name_problem",
     "signature",
 ]
 
@@ -197,6 +200,9 @@ class Signature(metaclass=_SignatureMeta):
     def __hash__(self) -> int:
         return hash((tuple(self.inputs), tuple(self.outputs), self.instructions))
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Signature:
+        return self  # an immutable value: `copy.deepcopy(program)` shares it
+
     def __repr__(self) -> str:
         ins = ", ".join(self.inputs)
         outs = ", ".join(self.outputs)
@@ -247,8 +253,9 @@ def _default_instructions(inputs: Mapping[str, Field], outputs: Mapping[str, Fie
 def _check_fields(inputs: list[Field], outputs: list[Field]) -> None:
     seen: set[str] = set()
     for f in [*inputs, *outputs]:
-        if not _NAME.match(f.name):
-            raise SignatureError(f"`{f.name}` is not a valid field name (letters, digits and _, not first a digit)")
+        problem = name_problem(f.name, f.kind)
+        if problem is not None:
+            raise SignatureError(problem)
         if f.name in seen:
             raise SignatureError(f"input and output fields must have distinct names, but found duplicates: '{f.name}'")
         seen.add(f.name)
@@ -300,6 +307,9 @@ def _parse_side(text: str, offset: int, kind: FieldKind, source: str) -> list[Fi
             )
         name = match.group(1)
         name_at = at + match.start(1)
+        problem = reserved_name_problem(name, kind)
+        if problem is not None:
+            raise SignatureError(problem, text=source, position=name_at)
         if name in seen:
             raise SignatureError(f"the field `{name}` is declared twice", text=source, position=name_at)
         seen.add(name)

@@ -138,11 +138,12 @@ def format_requirement(field: Field) -> str:
     return f"{article} {name}"
 
 
-def value_note(field: Field) -> str:
+def value_note(field: Field, *, by_alias: bool = True) -> str:
     """The `# note: the value you produce ...` hint beside an output's placeholder ("" for text), in DSPy's words.
 
     As DSPy does, the hint follows the declared annotation (only `Annotated[...]` is looked
-    through): `int | None` is described by its JSON schema, `int` as "a single int value".
+    through): `int | None` is described by its JSON schema, `int` as "a single int value". The XML
+    adapter asks for its schema by field names (`by_alias=False`), the names its tags are.
     """
     annotation = field.annotation
     while typing.get_origin(annotation) is typing.Annotated:
@@ -159,12 +160,13 @@ def value_note(field: Field) -> str:
         return "must exactly match (no extra characters) one of: " + "; ".join(
             str(a) for a in typing.get_args(annotation)
         )
-    return "must adhere to the JSON schema: " + json.dumps(json_schema_hint(annotation), ensure_ascii=False)
+    hint = json_schema_hint(annotation, by_alias=by_alias)
+    return "must adhere to the JSON schema: " + json.dumps(hint, ensure_ascii=False)
 
 
-def json_schema_hint(annotation: Any) -> object:
+def json_schema_hint(annotation: Any, *, by_alias: bool = True) -> object:
     """An annotation's JSON schema as prompts show it: keys sorted, `type` first, at every level."""
-    return _type_first(pydantic.TypeAdapter(annotation).json_schema())
+    return _type_first(pydantic.TypeAdapter(annotation).json_schema(by_alias=by_alias))
 
 
 def _type_first(node: object) -> object:

@@ -33,6 +33,7 @@ INTERNAL = {
 """Exception classes that are control flow inside imp, never raised to a caller."""
 
 RUNTIME_ERRORS = {
+    "imp/runtime/deadline.py": "one imp.deadline(...) block entered twice at once (misuse, as contextlib says it)",
     "imp/runtime/usage.py": "a usage accumulator opened twice (misuse)",
     "imp/tools/_threads.py": "an event loop imp cannot wake from a worker thread (neither asyncio nor trio)",
 }

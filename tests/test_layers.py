@@ -28,6 +28,7 @@ ROOMS = [
     "imp.errors",
     "imp._annotation",
     "imp._typeparse",
+    "imp._field_names",
     "imp._field",
     "imp.signature",
     "imp.values",

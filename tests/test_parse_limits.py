@@ -26,6 +26,7 @@ from mcp import types
 import imp
 from imp._json import find_object, loads, loads_strict
 from imp.mcp._render import render_result
+from imp.mcp._sdk import wire
 from imp.models._wire import parse_arguments
 from imp.observe.picture import load_events
 from imp.signature import Field
@@ -44,7 +45,7 @@ SIG = imp.signature("q -> answer: str, count: int, data: list[Any], obj: dict[st
 def _items_sig() -> imp.Signature:
     class Sig(imp.Signature):
         q: str = imp.InputField()
-        items: list[Item] = imp.OutputField()
+        entries: list[Item] = imp.OutputField()
         note: str | None = imp.OutputField()
 
     return Sig
@@ -52,7 +53,11 @@ def _items_sig() -> imp.Signature:
 
 def _mcp(text: str) -> Any:
     return render_result(
-        types.CallToolResult(content=[types.TextContent(type="text", text=text)], structuredContent={"result": text})
+        wire(
+            types.CallToolResult(
+                content=[types.TextContent(type="text", text=text)], structuredContent={"result": text}
+            )
+        )
     )
 
 

@@ -153,7 +153,7 @@ def test_json_schema_describes_the_outputs() -> None:
 
 
 def test_dump_and_load_round_trip() -> None:
-    sig = imp.signature('q: str, n: int -> a: enum[x,y] "pick one", items: list[str], o: int | None', "Do it.")
+    sig = imp.signature('q: str, n: int -> a: enum[x,y] "pick one", entries: list[str], o: int | None', "Do it.")
     data = sig.dump()
     again = imp.Signature.load(data)
     assert again == sig

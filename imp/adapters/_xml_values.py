@@ -1,15 +1,20 @@
 """Values as nested XML tags, both ways: written from JSON-like data, read back by the field's type.
 
-Lists are `<item>` children and objects a tag per key. An object whose keys are not XML names (a
-pydantic alias with a space, a number) is written as JSON inside its tag rather than as tags that
-are not XML, and an empty list or object as `[]` or `{}`; `<items />` and `<items></items>` are
-read as empty too. Reading follows the annotation, so an empty element is an empty list or object where
-one is expected, a leaf is read as its own type, and a key named `item` is still a key.
+Lists are `<item>` children and objects a tag per key. A pydantic model's tags are its field
+names, as DSPy writes them (an alias need not be an XML name: `postal code`); reading maps them
+back to the keys the model validates by. A dict whose keys are not XML names (a number, a space)
+is written as JSON inside its tag rather than as tags that are not XML, and an empty list or object
+as `[]` or `{}`; `<items />` and `<items></items>` are read as empty too. Reading follows the
+annotation, so an empty element is an empty list or object where one is expected (None where the
+type is optional), a leaf is read as its own type, and a key named `item` is still a key; it is
+lenient where DSPy is (a list without `<item>`s is one item, a list member's repeated tags add up,
+a union's member is the one whose tags fit).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import types
 import typing
@@ -18,7 +23,7 @@ from typing import Any, Union
 
 import pydantic
 
-from imp._annotation import base_annotation
+from imp._annotation import admits_none, base_annotation
 from imp._json import OverLimit, limits, loads_strict
 from imp.signature import Field
 from imp.values import CoercionError, coerce_text, dump_json, load_json, render_value
@@ -31,6 +36,7 @@ __all__ = [
     "element_bounds",
     "escape",
     "read_value",
+    "skeleton",
     "structured",
     "takes_tags",
     "to_xml",
@@ -42,7 +48,7 @@ MAX_TAGS = 200_000
 _TAG = re.compile(r"<(?:([A-Za-z_][\w.-]*)(\s[^<>]*+)?/?>|/([A-Za-z_][\w.-]*)\s*+>)")
 _XML_NAME = re.compile(r"[A-Za-z_][\w.-]*\Z")
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&quot;": '"', "&apos;": "'", "&amp;": "&"}
-_ENTITY = re.compile("|".join(map(re.escape, _ENTITIES)))
+_ENTITY = re.compile("|".join(map(re.escape, _ENTITIES)) + r"|&#(\d{1,7});|&#[xX]([0-9A-Fa-f]{1,6});")
 _SEQUENCES = (list, tuple, set, frozenset)
 
 
@@ -52,8 +58,20 @@ def escape(text: str) -> str:
 
 
 def unescape(text: str) -> str:
-    """Text between tags as written before escaping."""
-    return _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
+    """Text between tags as written before escaping: the five named entities, and character
+    references (`&#34;`, `&#x22;`), which XML defines too and a model writes when its prompt was
+    HTML-escaped by the server (llama-cpp-python's chatml-function-calling)."""
+    return _ENTITY.sub(_unescaped, text)
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    decimal, hexadecimal = match.group(1), match.group(2)
+    if decimal is None and hexadecimal is None:
+        return _ENTITIES[match.group(0)]
+    code = int(decimal) if decimal is not None else int(hexadecimal, 16)
+    if code in (0x9, 0xA, 0xD) or 0x20 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD or 0x10000 <= code <= 0x10FFFF:
+        return chr(code)
+    return match.group(0)  # not a character XML allows: kept as written
 
 
 class Budget:
@@ -190,6 +208,31 @@ def _nested(value: Any, indent: str) -> str:
     return escape(render_value(value))
 
 
+def skeleton(annotation: Any, seen: frozenset[Any] = frozenset()) -> str | None:
+    """The nested tags a structured value is written as, `...` for each leaf (`<city>...</city>`), as
+    the system message shows it; None for a type written as text (or a dict's free keys)."""
+    base = base_annotation(annotation)
+    if typing.get_origin(base) in (Union, types.UnionType):
+        shaped = [a for a in typing.get_args(base) if structured(a)]
+        return skeleton(shaped[0], seen) if shaped else None
+    if not structured(base):
+        return None
+    origin = typing.get_origin(base) or base
+    if origin in _SEQUENCES:
+        args = typing.get_args(base)
+        inner = skeleton(args[0], seen) if args else None
+        return f"<item>{inner or '...'}</item>"
+    if origin is dict:
+        return None
+    if base in seen:  # a recursive model: its own tags are shown once
+        return "..."
+    if isinstance(base, type) and issubclass(base, pydantic.BaseModel):
+        tags = {name: info.annotation for name, info in base.model_fields.items()}
+    else:
+        tags = dict(typing.get_type_hints(base))
+    return "".join(f"<{tag}>{skeleton(member, seen | {base}) or '...'}</{tag}>" for tag, member in tags.items())
+
+
 # --- reading -----------------------------------------------------------------------------
 
 
@@ -212,18 +255,73 @@ def takes_tags(annotation: Any) -> bool:
     return typing.get_origin(base) in (Union, types.UnionType) and any(structured(a) for a in typing.get_args(base))
 
 
-def _member_types(annotation: Any) -> dict[str, Any] | None:
-    """The declared key -> type of an object annotation (by alias where the model has one), or None."""
+def _members(annotation: Any) -> dict[str, tuple[str, Any]] | None:
+    """An object annotation's members by tag: tag -> (the key validation takes, the member's type), or None.
+
+    A pydantic model's tags are its field names (always XML names, as DSPy writes them); its alias,
+    when it is an XML name, is read too. The key is what the model validates by: the alias when
+    there is one.
+    """
     if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
-        return {(f.alias or name): f.annotation for name, f in annotation.model_fields.items()}
+        found: dict[str, tuple[str, Any]] = {}
+        for name, info in annotation.model_fields.items():
+            given = info.validation_alias if isinstance(info.validation_alias, str) else info.alias
+            key = given or name
+            found[name] = (key, info.annotation)
+            if given and _XML_NAME.match(given):
+                found.setdefault(given, (key, info.annotation))
+        return found
     if typing.is_typeddict(annotation) or (isinstance(annotation, type) and dataclasses.is_dataclass(annotation)):
-        return dict(typing.get_type_hints(annotation))
+        return {name: (name, hint) for name, hint in typing.get_type_hints(annotation).items()}
     return None
+
+
+def _rekeyed(value: Any, annotation: Any, depth: int = 0) -> Any:
+    """JSON written inside a tag, with a model's field names (as the XML note shows them) turned into
+    the keys it validates by (its aliases), at every level."""
+    if depth > limits().max_depth:
+        return value
+    base = base_annotation(annotation)
+    if typing.get_origin(base) in (Union, types.UnionType):
+        return value
+    origin = typing.get_origin(base) or base
+    args = typing.get_args(base)
+    if isinstance(value, list) and origin in _SEQUENCES:
+        return [_rekeyed(v, args[0] if args else Any, depth + 1) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if origin is dict:
+        return {k: _rekeyed(v, args[1] if len(args) == 2 else Any, depth + 1) for k, v in value.items()}
+    members = _members(base)
+    if not members:
+        return value
+    out: dict[str, Any] = {}
+    for tag, item in value.items():
+        key, member = members.get(tag, (tag, Any))
+        out.setdefault(key, _rekeyed(item, member, depth + 1))
+    return out
+
+
+def _is_sequence(annotation: Any) -> bool:
+    base = base_annotation(annotation)
+    return (typing.get_origin(base) or base) in _SEQUENCES
+
+
+def _add(out: dict[str, Any], key: str, value: Any, member: Any) -> None:
+    """Put a child's value under its key: the first wins, but a list member's repeated tags add up
+    (`<labels>a</labels><labels>b</labels>` is `["a", "b"]`, as DSPy reads it)."""
+    if key not in out:
+        out[key] = value
+    elif _is_sequence(member) and isinstance(out[key], list) and isinstance(value, list):
+        out[key] = [*out[key], *value]
 
 
 def read_value(inner: str, annotation: Any, budget: Budget, depth: int = 1) -> Any:
     """An element's content as a value of `annotation`: nested tags by the type, leaves by their own type.
 
+    Read leniently, as DSPy reads it: an empty element of an optional object or list is None; a list
+    written without `<item>`s is one item (`<labels>new</labels>` is `["new"]`, an object's tags
+    straight inside a list of objects are its one object); JSON inside the tag is read as JSON.
     What cannot be read as its type is left as text, for the field's validation to report.
     """
     if depth > limits().max_depth:
@@ -237,45 +335,94 @@ def read_value(inner: str, annotation: Any, budget: Budget, depth: int = 1) -> A
         children = elements(inner, budget) if base is Any or typing.get_origin(base) is not None else []
         if not children:
             return _leaf(unescape(text), annotation)
-        shaped = _shaped_member(base, children)
-        if shaped is not None:
-            return read_value(inner, shaped, budget, depth)
-        return _untyped(children, budget, depth)
+        shaped = _shaped_members(base, children)
+        if not shaped:
+            return _untyped(children, budget, depth)
+        first: Any = None
+        for index, member in enumerate(shaped):  # the best-fitting member whose value validates
+            value = read_value(inner, member, budget, depth)
+            if _validates(value, member):
+                return value
+            first = value if index == 0 else first
+        return first
     children = elements(inner, budget)
     origin = typing.get_origin(base) or base
+    args = typing.get_args(base)
     if not children:
         if not text:
+            if admits_none(annotation):
+                return None
             return [] if origin in _SEQUENCES else {}
         try:
-            return load_json(unescape(text))
+            loaded = _rekeyed(load_json(unescape(text)), base)
         except ValueError:
-            return unescape(text)  # the field's coercion says what was expected
-    args = typing.get_args(base)
+            loaded = unescape(text)  # the field's coercion says what was expected
+        if origin in _SEQUENCES and loaded is not None and not isinstance(loaded, list):
+            return [read_value(inner, args[0] if args else Any, budget, depth + 1)]
+        return loaded
     if origin in _SEQUENCES:
         item = args[0] if args else Any
-        return [read_value(body, item, budget, depth + 1) for tag, body in children if tag == "item"]
+        if any(tag == "item" for tag, _ in children):
+            return [read_value(body, item, budget, depth + 1) for tag, body in children if tag == "item"]
+        if _left_over(children, item) and len({tag for tag, _ in children}) == 1:
+            # Items under a tag of the model's own choosing (`<tag>a</tag><tag>b</tag>`), not an object's.
+            return [read_value(body, item, budget, depth + 1) for _, body in children]
+        return [read_value(inner, item, budget, depth + 1)]  # one object, its tags straight inside
+    out: dict[str, Any] = {}
     if origin is dict:
         value_type = args[1] if len(args) == 2 else Any
-        return {tag: read_value(body, value_type, budget, depth + 1) for tag, body in children}
-    members = _member_types(base) or {}
-    out: dict[str, Any] = {}
+        for tag, body in children:
+            _add(out, tag, read_value(body, value_type, budget, depth + 1), value_type)
+        return out
+    members = _members(base) or {}
     for tag, body in children:
-        if tag not in out:
-            out[tag] = read_value(body, members.get(tag, Any), budget, depth + 1)
+        key, member = members.get(tag, (tag, Any))
+        _add(out, key, read_value(body, member, budget, depth + 1), member)
     return out
 
 
-def _shaped_member(annotation: Any, children: list[tuple[str, str]]) -> Any:
-    """The member of a union that nested tags are written for: a list's for `<item>`s, else an object's."""
+def _shaped_members(annotation: Any, children: list[tuple[str, str]]) -> list[Any]:
+    """The members of a union that nested tags may be written for, best first: a list's for `<item>`s,
+    else an object's, those whose tags take every child (a repeated tag only where a list is) first."""
     if typing.get_origin(annotation) not in (Union, types.UnionType):
-        return None
+        return []
     as_list = all(tag == "item" for tag, _ in children)
-    for member in typing.get_args(annotation):
-        if structured(member):
-            origin = typing.get_origin(member) or member
-            if (origin in _SEQUENCES) == as_list:
-                return member
-    return None
+    shaped = [
+        member
+        for member in typing.get_args(annotation)
+        if structured(member) and ((typing.get_origin(member) or member) in _SEQUENCES) == as_list
+    ]
+    return sorted(shaped, key=lambda member: _left_over(children, member))
+
+
+def _left_over(children: list[tuple[str, str]], annotation: Any) -> int:
+    """How many children an object annotation has no place for: unknown tags, and a non-list member's
+    repeats (every child, for a type that is not an object)."""
+    members = _members(base_annotation(annotation))
+    if members is None:
+        return len(children) if not structured(annotation) else 0
+    taken: set[str] = set()
+    left = 0
+    for tag, _ in children:
+        found = members.get(tag)
+        if found is None or (found[0] in taken and not _is_sequence(found[1])):
+            left += 1
+        else:
+            taken.add(found[0])
+    return left
+
+
+def _validates(value: Any, annotation: Any) -> bool:
+    try:
+        _validator(annotation).validate_python(value)
+    except (pydantic.ValidationError, TypeError, ValueError):
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(annotation: Any) -> pydantic.TypeAdapter[Any]:
+    return pydantic.TypeAdapter(annotation)
 
 
 def _untyped(children: list[tuple[str, str]], budget: Budget, depth: int) -> Any:

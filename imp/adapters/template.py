@@ -524,7 +524,7 @@ class TemplateJSONAdapter(TemplateAdapter):
             return JSONAdapter().parse_text(signature, text)
         except AdapterParseError as exc:
             raise AdapterParseError(
-                str(exc), adapter=self.name, fields=exc.fields, completion=text, parsed=exc.parsed
+                exc.message, adapter=self.name, fields=exc.fields, completion=text, parsed=exc.parsed
             ) from None
 
     @property

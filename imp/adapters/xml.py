@@ -6,7 +6,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic_core import to_jsonable_python
+import pydantic
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from imp._json import check_size
 from imp.adapters._fields import field_descriptions
@@ -16,7 +17,7 @@ from imp.adapters._xml_values import (
     element_bounds,
     escape,
     read_value,
-    structured,
+    skeleton,
     takes_tags,
     to_xml,
     unescape,
@@ -48,9 +49,11 @@ class XMLAdapter(Adapter):
         )
         sections = [f"<{n}>\n{{{n}}}\n</{n}>" for n in signature.inputs]
         for name, f in signature.outputs.items():
-            note = value_note(f)
+            note = value_note(f, by_alias=False)
+            # A structured value's nested tags in place of the placeholder, as DSPy shows them.
+            layout = skeleton(f.annotation) or f"{{{name}}}"
             sections.append(
-                f"<{name}>\n{{{name}}}"
+                f"<{name}>\n{layout}"
                 + (f"        # note: the value you produce {note}" if note else "")
                 + f"\n</{name}>"
             )
@@ -74,7 +77,9 @@ class XMLAdapter(Adapter):
             if name not in outputs:
                 body = escape(missing_message)
             else:
-                value = to_jsonable_python(outputs[name])
+                field = signature.outputs[name]
+                value = _tag_data(field, outputs[name]) if takes_tags(field.annotation) else outputs[name]
+                value = to_jsonable_python(value)
                 body = to_xml(value) if isinstance(value, dict | list) else escape(render_value(outputs[name]))
             parts.append(f"<{name}>\n{body}\n</{name}>")
         return "\n\n".join(parts)
@@ -82,9 +87,11 @@ class XMLAdapter(Adapter):
     def response_instruction(self, signature: Signature) -> str | None:
         tags = ", then ".join(f"`<{n}>`" for n in signature.outputs)
         text = f"Respond with the corresponding output fields wrapped in XML tags {tags}."
-        nested = [n for n, f in signature.outputs.items() if structured(f.annotation)]
+        nested = {n: skeleton(f.annotation) for n, f in signature.outputs.items() if takes_tags(f.annotation)}
         if nested:
-            text += " Use nested tags for structured values: `<item>` for each list item, a tag per key for objects."
+            text += " Use nested tags for structured values: `<item>` for each list item, a tag per key for objects"
+            shown = [f"<{n}>{layout}</{n}>" for n, layout in nested.items() if layout]
+            text += (": " + " ".join(shown) + ".") if shown else "."
         return text
 
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
@@ -119,6 +126,17 @@ class XMLAdapter(Adapter):
     @property
     def fallback(self) -> Adapter | None:
         return JSONAdapter()
+
+
+def _tag_data(field: Field, value: Any) -> Any:
+    """A structured value as JSON-like data keyed by field names, as DSPy writes it: a pydantic
+    alias need not be an XML name (`postal code`), a field name always is; reading maps it back.
+    A value that does not validate (a demo's partial object) is written as it was given."""
+    adapter = field.type_adapter
+    try:
+        return adapter.dump_python(adapter.validate_python(value), mode="json", by_alias=False)
+    except (pydantic.ValidationError, PydanticSerializationError, TypeError, ValueError):
+        return value
 
 
 def _coerce(field: Field, value: Any) -> Any:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from imp.evaluation.metrics import Metric, run_metric
+from imp.evaluation.parallel import raise_if_cut_by_deadline
 from imp.prediction import Example, Prediction
 from imp.programs._parameters import TraceEntry, tracing
 from imp.programs.base import Program, call
@@ -123,4 +124,8 @@ class Runner:
                 for i, example in enumerate(examples):
                     group.start_soon(one, i, example)
         self.budget.student_usage = self.budget.student_usage + usage.total
-        return [r for r in rows if r is not None]
+        done = [r for r in rows if r is not None]
+        # Calls the caller's deadline cut short are not failed examples: the optimization stops there
+        # (`imp.DeadlineExceeded`) rather than go on to build a program from what the deadline cut.
+        raise_if_cut_by_deadline([r.error for r in done])
+        return done

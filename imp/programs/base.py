@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import functools
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import anyio
 
@@ -42,6 +42,24 @@ class Program(abc.ABC):
     @abc.abstractmethod
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
         """Run once on these inputs (already merged into one dict)."""
+
+    if not TYPE_CHECKING:  # hidden from type checkers, which would take every missing name for Any
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names that are missing: DSPy's module methods say what imp has instead."""
+            instead = _DSPY_METHODS.get(name)
+            if instead is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            raise AttributeError(f"an imp program has no `.{name}()` (a DSPy module's method): {instead}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Refused, naming the way to run it: DSPy calls a module, imp runs a program with `imp.call`."""
+        given = ", ".join([*(f"{k}=..." for k in kwargs)] or [f"{n}=..." for n in self.signature.inputs])
+        raise TypeError(
+            f"a {type(self).__name__} program is not called directly: run it with "
+            f"`imp.call_sync(program, {given})` in a script or a notebook, "
+            f"or `await imp.call(program, {given})` in async code"
+        )
 
     def render(self, inputs: Mapping[str, Any] | None = None, /, **fields: Any) -> RenderedRequest:
         """The exact first request (messages and options) this program would send for these inputs, not sent."""
@@ -104,6 +122,25 @@ class Program(abc.ABC):
 def _children(program: Program) -> list[tuple[str, Program]]:
     """The programs a user's program holds, by attribute name."""
     return sub_programs(program, Program)  # type: ignore[type-abstract]  # isinstance with an ABC is what is meant
+
+
+_DSPY_METHODS = {
+    "forward": "run it with `imp.call_sync(program, ...)`, or `await imp.call(program, ...)` in async code",
+    "aforward": "run it with `await imp.call(program, ...)`",
+    "batch": "run it over many inputs with `await imp.parallel(program, inputs)`",
+    "named_predictors": "`program.parameters()` lists its predictors by name",
+    "predictors": "`program.parameters()` lists its predictors by name",
+    "set_lm": "programs are immutable: `program.with_lm(lm)` returns one pinned to `lm`",
+    "get_lm": "the LM it was given is `program.lm`; else `imp.settings().lm`",
+    "save": "`imp.save(program, path)`",
+    "load": "`imp.load(path)` returns the saved program",
+    "dump_state": "`imp.save(program, path)` writes its state",
+    "load_state": "`imp.load(path)` returns the saved program",
+    "deepcopy": "programs are immutable values; use it as it is",
+    "reset_copy": "programs are immutable values; use it as it is",
+    "inspect_history": "`imp.inspect_history(n)` shows the last n requests",
+}
+"""DSPy `Module` methods a newcomer reaches for, and what an imp program offers instead."""
 
 
 async def call(

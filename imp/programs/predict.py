@@ -296,6 +296,24 @@ def read_response(adapter: Adapter, signature: Signature, response: LMResponse) 
         raise
 
 
+_FORMAT_RANK = {"none": 0, "text": 0, "json_object": 1, "json_schema": 2}
+
+
+def fallback_request(options: Mapping[str, Any], lm: LM) -> str:
+    """How the JSON fallback's request was sent, for its parse error: the `response_format` it
+    asked for, and whether the server refused it and the LM stepped down (its capabilities say so
+    once it has: `response_format` json_schema -> json_object -> none)."""
+    asked_format = options.get("response_format")
+    asked = asked_format.get("type") if isinstance(asked_format, Mapping) else None
+    if not isinstance(asked, str):
+        return "no response_format"
+    now = getattr(lm.capabilities, "response_format", asked)
+    if _FORMAT_RANK.get(now, 0) < _FORMAT_RANK.get(asked, 0):
+        sent = "no response_format" if now == "none" else f"response_format {now}"
+        return f"response_format {asked}, which the server refused; sent again with {sent}"
+    return f"response_format {asked}"
+
+
 @dataclass(frozen=True, eq=False)
 class Predict(Program):
     """Ask the LM for the signature's outputs in one request (with one JSON fallback on a parse error)."""
@@ -402,13 +420,17 @@ class Predict(Program):
                 tap = current_tap()
                 if tap is not None:
                     tap.put(StreamPart("retry", reason=f"{first_error}; asking again with {fallback.name}"))
-                response = await request(
-                    lm, retry_messages, retry_options, program=type(self).__name__, reads=(fallback, signature)
-                )
+                try:
+                    response = await request(
+                        lm, retry_messages, retry_options, program=type(self).__name__, reads=(fallback, signature)
+                    )
+                except LMError as exc:  # the provider's error, as itself; the note says why it was sent
+                    exc.add_note(f"(the JSON fallback's request, sent because {first_error})")
+                    raise
                 try:
                     fields = read_response(fallback, signature, response)
-                except AdapterParseError:
-                    raise first_error from None
+                except AdapterParseError as second_error:
+                    raise first_error.with_fallback(second_error, fallback_request(retry_options, lm)) from None
                 used, fell_back = fallback, True
         finally:
             usage.__exit__()

@@ -136,6 +136,12 @@ class ReActTrajectory(Program):
         if not isinstance(self.adapter_opts, Mapping) or not isinstance(self.config, Mapping):
             raise TypeError("config and adapter_opts are mappings")
         _check_max_iters(self.max_iters)
+        if self.max_iters == 0:
+            raise ValueError(
+                "imp.react_trajectory(max_iters=0): max_iters is how many tool steps one call may take "
+                "(>= 1, 20 by default), so this program could never run a tool; a call that should go "
+                "straight to the extraction gives its own max_iters=0"
+            )
         validate_policy(self.tool_policy, [*names, FINISH])
         roster = {t.name: t for t in self.tools}
         roster[FINISH] = self.finish_tool()

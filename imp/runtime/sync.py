@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -22,34 +23,24 @@ from collections.abc import Awaitable, Callable
 import anyio
 import anyio.lowlevel
 
+from imp.runtime._loop import running_async_library
+from imp.runtime.deadline import within_deadline
+
 __all__ = ["run_sync", "running_async_library"]
-
-
-def running_async_library() -> str | None:
-    """The async library running an event loop in this thread (`"asyncio"`, `"trio"`), or None."""
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-        return "asyncio"
-    except RuntimeError:
-        pass
-    trio = sys.modules.get("trio")
-    if trio is None:
-        return None
-    try:
-        trio.lowlevel.current_task()
-        return "trio"
-    except RuntimeError:
-        return None
 
 
 def run_sync[T](work: Callable[[], Awaitable[T]]) -> T:
     """Run `work()` to completion and return its value (or raise its error), from sync code."""
     library = running_async_library()
     if library is None:
-        return anyio.run(work)
-    return _on_helper_thread(work, library)
+        return anyio.run(_under_deadline, work)
+    return _on_helper_thread(functools.partial(_under_deadline, work), library)
+
+
+async def _under_deadline[T](work: Callable[[], Awaitable[T]]) -> T:
+    """`work()` under the deadline the sync caller is inside (`with imp.deadline(5): imp.call_sync(...)`)."""
+    async with within_deadline():
+        return await work()
 
 
 class _Helper[T]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -71,6 +73,9 @@ class Tool:
 
     def __hash__(self) -> int:
         return hash((self.name, self.description, self.runner))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tool:
+        return self  # a frozen value (its schema a read-only mapping): `copy.deepcopy(program)` shares it
 
     @property
     def is_async(self) -> bool:
@@ -187,6 +192,7 @@ def tool(
             raise TypeError("tool() takes a function; use tool.with_runner(fn) to change a tool's runner")
         if not callable(function):
             raise TypeError(f"tool() takes a function, got {type(function).__name__}")
+        _refuse_program(function, "tool() takes a function")
         tool_name = name if name is not None else getattr(function, "__name__", "")
         if name is None and (tool_name == "<lambda>" or not tool_name):
             raise ValueError("a tool made from a lambda or a callable object needs `name=`")
@@ -200,6 +206,8 @@ def tool(
                 raise ValueError(f"tool {tool_name!r}: call_with='mapping' needs an explicit `schema=`")
             model = arguments_model(function, tool_name, namespace)
             parameters = _with_argument_docs(model_schema(model), documented.parameters)
+            if not internal:
+                _warn_if_undescribed(function, tool_name, text)
         return Tool(
             name=tool_name,
             description=text,
@@ -218,11 +226,65 @@ def tool(
     return build(fn)
 
 
+_IMP_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _warn_if_undescribed(function: Callable[..., Any], name: str, description: str) -> None:
+    """Warn, naming what to add, when a tool tells the model nothing but names: no description, untyped parameters.
+
+    A warning, not an error, as DSPy and pydantic-ai accept such tools: they run, but the model
+    reads only the tool's and its parameters' names, and any JSON value passes for an untyped one.
+    `Any` written out is a choice, and is not warned about.
+    """
+    try:
+        params = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    untyped = [p.name for p in params if p.annotation is inspect.Parameter.empty]
+    problems: list[str] = []
+    if not description.strip():
+        problems.append("no description: add a docstring (or description=...)")
+    if untyped:
+        them = "it" if len(untyped) == 1 else "them"
+        problems.append(
+            f"no type hint on {', '.join(f'`{n}`' for n in untyped)}: annotate {them} (e.g. `{untyped[0]}: str`; "
+            "`Any` takes anything), so the model is told what to send and the arguments are checked"
+        )
+    if problems:
+        warnings.warn(f"tool `{name}` has {'; and '.join(problems)}", UserWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """The `stacklevel` of the first caller outside imp, so a warning points at the user's line.
+
+    (Walked by hand: `skip_file_prefixes` does not skip these frames on Python 3.12.1.) A
+    dataclass's generated `__init__` (file `<string>`) counts as imp's.
+    """
+    frame = sys._getframe(1)  # the function that warns: stacklevel 1
+    level = 1
+    while frame.f_back is not None and (
+        frame.f_code.co_filename.startswith(_IMP_DIR) or frame.f_code.co_filename == "<string>"
+    ):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def _refuse_program(value: object, refusal: str) -> None:
+    """An imp program is not a tool (this room lies below programs, so it is known by its shape)."""
+    if callable(getattr(value, "acall", None)) and hasattr(value, "signature") and not inspect.isroutine(value):
+        raise TypeError(
+            f"{refusal}, got a {type(value).__name__} program: give it a function that runs the program, "
+            "e.g. `async def ask(question: str) -> str: return (await imp.call(program, question=question)).answer`"
+        )
+
+
 def as_tool(value: object, taker: str) -> Tool:
     """A program's tool: an `imp.Tool` as it is, a plain function made one with `tool` (as DSPy
     does); anything else is refused, naming the program (`taker`) that was given it."""
     if isinstance(value, Tool):
         return value
+    _refuse_program(value, f"{taker} takes imp tools or functions")
     if callable(value) and not isinstance(value, type):
         made: Tool = tool(value)
         return made

@@ -66,7 +66,7 @@ def _nested_sig() -> imp.Signature:
     class Sig(imp.Signature):
         q: str = imp.InputField()
         answer: str = imp.OutputField()
-        items: list[Item] = imp.OutputField()
+        goods: list[Item] = imp.OutputField()
         ok: bool = imp.OutputField()
 
     return Sig
@@ -78,7 +78,7 @@ def test_xml_layout_and_request() -> None:
     assert "<q>\n{q}\n</q>" in system["content"]
     assert "<ok>\n{ok}        # note: the value you produce must be True or False\n</ok>" in system["content"]
     assert user["content"].startswith(
-        "<q>\nwhat?\n</q>\n\nRespond with the corresponding output fields wrapped in XML tags `<answer>`, then `<items>`, then `<ok>`."
+        "<q>\nwhat?\n</q>\n\nRespond with the corresponding output fields wrapped in XML tags `<answer>`, then `<goods>`, then `<ok>`."
     )
     assert "`<item>` for each list item" in user["content"]
 
@@ -87,26 +87,26 @@ def test_xml_nested_values_as_nested_tags_both_ways() -> None:
     sig = _nested_sig()
     reply = (
         "<answer>Tom & Jerry say 1 < 2</answer>\n"
-        "<items>\n  <item><name>apple</name><qty>3</qty></item>\n  <item><name>pear</name><qty>1</qty></item>\n</items>\n"
+        "<goods>\n  <item><name>apple</name><qty>3</qty></item>\n  <item><name>pear</name><qty>1</qty></item>\n</goods>\n"
         "<ok>true</ok>\n<answer>second is ignored</answer>"
     )
     parsed = xml_adapter.parse(sig, reply)
     assert parsed == {
         "answer": "Tom & Jerry say 1 < 2",
-        "items": [Item(name="apple", qty=3), Item(name="pear", qty=1)],
+        "goods": [Item(name="apple", qty=3), Item(name="pear", qty=1)],
         "ok": True,
     }
-    demo = {"q": "x", "answer": "a < b", "items": [{"name": "fig", "qty": 2}], "ok": False}
+    demo = {"q": "x", "answer": "a < b", "goods": [{"name": "fig", "qty": 2}], "ok": False}
     content = xml_adapter.format(sig, {"q": "y"}, demos=[demo])[2]["content"]
     assert "<answer>\na &lt; b\n</answer>" in content
     assert "<item>\n  <name>fig</name>\n  <qty>2</qty>\n</item>" in content
-    assert xml_adapter.parse(sig, content) == {"answer": "a < b", "items": [Item(name="fig", qty=2)], "ok": False}
+    assert xml_adapter.parse(sig, content) == {"answer": "a < b", "goods": [Item(name="fig", qty=2)], "ok": False}
 
 
 def test_xml_accepts_json_inside_a_tag_and_entities() -> None:
     sig = _nested_sig()
-    reply = '<answer>A &amp; B</answer><items>[{"name": "kiwi", "qty": 4}]</items><ok>no</ok>'
-    assert xml_adapter.parse(sig, reply) == {"answer": "A & B", "items": [Item(name="kiwi", qty=4)], "ok": False}
+    reply = '<answer>A &amp; B</answer><goods>[{"name": "kiwi", "qty": 4}]</goods><ok>no</ok>'
+    assert xml_adapter.parse(sig, reply) == {"answer": "A & B", "goods": [Item(name="kiwi", qty=4)], "ok": False}
 
 
 @pytest.mark.parametrize(

@@ -270,3 +270,34 @@ async def test_step_down_lines_carry_the_call_id(
         await client.request(HI, response_format=SCHEMA)
     (line,) = _steps(logs)
     assert line["call_id"] == run.call_id
+
+
+async def test_a_parse_error_after_the_step_down_tells_the_whole_story(fake: FakeProvider, client: HTTPLM) -> None:
+    """Chat, then the JSON fallback asking json_schema (refused: llama-cpp-python's 500), then json_object:
+    the error names both adapters, the refused format and what it was sent with, and both replies."""
+    fake.add(_ok("Yes, the sky is blue."), _refused("llama_cpp_python_json_schema_500.json"), _ok("Certainly yes."))
+    program = imp.predict("question -> answer: bool", lm=client)
+    with pytest.raises(imp.AdapterParseError) as info:
+        await imp.call(program, question="Is the sky blue?")
+    message = str(info.value)
+    assert [r.json.get("response_format", {}).get("type") for r in fake.requests] == [
+        None,
+        "json_schema",
+        "json_object",
+    ]
+    assert info.value.adapters_tried == ("ChatAdapter", "JSONAdapter")
+    assert message.startswith("ChatAdapter could not parse the reply: the reply has no output fields at all")
+    assert "the model wrote 'Yes, the sky is blue.'" in message
+    assert (
+        "Asked again with the JSON fallback (response_format json_schema, which the server refused; "
+        "sent again with response_format json_object), JSONAdapter could not parse that reply either" in message
+    )
+    assert message.endswith("the model wrote 'Certainly yes.'")
+
+
+async def test_a_later_call_names_the_format_the_lm_remembered(fake: FakeProvider, client: HTTPLM) -> None:
+    fake.add(_refused("llama_cpp_python_json_schema_500.json"), _ok())
+    await client.request(HI, response_format=SCHEMA)  # the step-down, remembered by this LM value
+    fake.add(_ok("Yes."), _ok("Yes again."))
+    with pytest.raises(imp.AdapterParseError, match=r"JSON fallback \(response_format json_object\), JSONAdapter"):
+        await imp.call(imp.predict("question -> answer: bool", lm=client), question="Is the sky blue?")

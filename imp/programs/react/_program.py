@@ -106,6 +106,13 @@ class ReAct(Program):
         if "tools" in self.config or "tool_choice" in self.config:
             raise ValueError("the loop sets `tools` and `tool_choice` itself; leave them out of config")
         _check_max_iters(self.max_iters)
+        if self.max_iters == 0:
+            raise ValueError(
+                "imp.react(max_iters=0): max_iters is how many tool steps one call may take (>= 1, 20 by "
+                "default), so this program could never run a tool; for one last request on a history you "
+                "hold, give max_iters=0 to that call: imp.call(program, history=..., max_iters=0, "
+                "last_request_note=...)"
+            )
         _check_finish(self.finish)
         if self.history_replay not in ("full", "actions"):
             raise ValueError(f"history_replay is 'full' or 'actions', got {self.history_replay!r}")

@@ -77,9 +77,9 @@ async def forced_submit_while_the_policy_outlasts_the_deadline() -> Any:
         return True
 
     lm = imp.ScriptedLM([SUBMIT_ATLAS])
-    program = imp.react(escalation, [on_call], lm=lm, max_iters=0, tool_policy=slow_policy)
+    program = imp.react(escalation, [on_call], lm=lm, tool_policy=slow_policy)
     with imp.deadline(0.2):
-        return await imp.call(program, ticket=TICKET)
+        return await imp.call(program, ticket=TICKET, max_iters=0)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -98,9 +98,9 @@ async def last_text_tool_outlasts_the_deadline() -> Any:
 
     page = imp.tool(slow_page, name="page", description="Page someone.")
     lm = imp.ScriptedLM([{"reply": "Paged.", "tool_calls": [{"name": "page", "arguments": {"name": "Maya"}}]}])
-    program = imp.react("ticket -> reply", [page], lm=lm, max_iters=0, last_request_tools=["page"])
+    program = imp.react("ticket -> reply", [page], lm=lm, last_request_tools=["page"])
     with imp.deadline(0.2):
-        return await imp.call(program, ticket=TICKET)
+        return await imp.call(program, ticket=TICKET, max_iters=0)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -18,9 +18,9 @@ def finish_on_page(args: dict[str, Any], result: Any, inputs: dict[str, Any]) ->
     return imp.CONTINUE
 
 
-def text_program(finish: str, lm: imp.ScriptedLM, max_iters: int) -> imp.ReAct:
+def text_program(finish: str, lm: imp.ScriptedLM) -> imp.ReAct:
     options: dict[str, Any] = {"finish_on": {"on_call": finish_on_page}} if finish == "tools" else {}
-    return imp.react("ticket -> reply", [on_call], lm=lm, finish=finish, max_iters=max_iters, **options)
+    return imp.react("ticket -> reply", [on_call], lm=lm, finish=finish, **options)
 
 
 @pytest.mark.parametrize("finish", ["auto", "submit", "tools"])
@@ -29,7 +29,7 @@ def text_program(finish: str, lm: imp.ScriptedLM, max_iters: int) -> imp.ReAct:
 async def test_a_turn_whose_last_reply_has_no_text_is_incomplete(finish: str, max_iters: int, last: Any) -> None:
     steps = [ON_CALL_ATLAS] * max_iters + [last, last, last]
     lm = imp.ScriptedLM(steps, exhausted=EMPTY)
-    prediction = await imp.call(text_program(finish, lm, max_iters), ticket=TICKET)
+    prediction = await imp.call(text_program(finish, lm), ticket=TICKET, max_iters=max_iters)
     assert prediction.reply is None
     assert not prediction.complete
     assert prediction.metadata.termination_reason == "incomplete"
@@ -45,7 +45,7 @@ async def test_the_grid_still_answers_when_the_last_request_does(finish: str, ma
         else {"tool_calls": [{"name": "submit", "arguments": {"reply": "Maya."}}]}
     )
     lm = script([ON_CALL_ATLAS] * max_iters + [answer])
-    prediction = await imp.call(text_program(finish, lm, max_iters), ticket=TICKET)
+    prediction = await imp.call(text_program(finish, lm), ticket=TICKET, max_iters=max_iters)
     assert (prediction.reply, prediction.complete) == ("Maya.", True)
 
 

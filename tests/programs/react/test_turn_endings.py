@@ -70,7 +70,7 @@ async def test_an_empty_step_under_text_mode_then_a_last_text() -> None:
 
 async def test_max_iters_zero_without_a_note_makes_exactly_one_request() -> None:
     lm = script([{"reply": "Hello.", "tool_calls": [{"name": "on_call", "arguments": {"team": "atlas"}}]}])
-    prediction = await imp.call(imp.react("ticket -> reply", [on_call], lm=lm, max_iters=0), ticket=TICKET)
+    prediction = await imp.call(imp.react("ticket -> reply", [on_call], lm=lm), ticket=TICKET, max_iters=0)
     assert len(lm.requests) == 1
     assert (prediction.reply, prediction.metadata.termination_reason, prediction.metadata.termination_cause) == (
         "Hello.",

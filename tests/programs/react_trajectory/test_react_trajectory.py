@@ -128,7 +128,7 @@ def test_per_call_max_iters_and_zero(run: Run) -> None:
     assert len(lm.requests) == 2
 
     lm = imp.ScriptedLM([extraction("Paris")])
-    prediction = run(lambda: ask(program(lm, max_iters=0)))
+    prediction = run(lambda: ask(program(lm), max_iters=0))
     assert prediction.answer == "Paris"
     assert prediction.metadata.extra["trajectory"] == {}
     assert len(lm.requests) == 1
