@@ -63,6 +63,7 @@ MODULE_ORDER = [
     "imp.errors",
     "imp._annotation",
     "imp._typeparse",
+    "imp._field_names",
     "imp._field",
     "imp.signature",
     "imp.values",

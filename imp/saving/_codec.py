@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from imp._jsondata import JSONObject, JSONValue
 from imp._redact import is_secret_key
 from imp.adapters import Adapter, ChatAdapter, JSONAdapter, TemplateAdapter, XMLAdapter
 from imp.errors import ImpError, SignatureError
@@ -69,7 +70,7 @@ class ProgramKind:
 
     name: str
     cls: type[Program]
-    dump: Callable[[Any, Saver], dict[str, Any]]
+    dump: Callable[[Any, Saver], JSONObject]  # Any: each kind's dump takes its own program class
     load: Callable[[Mapping[str, Any], Loader], Program]
     keys: frozenset[str] | None = None
     """The keys its saved form may hold (besides `kind`); a file with another is refused. None: unchecked."""
@@ -94,7 +95,7 @@ def _kind_of(program: Program) -> ProgramKind:
 # --- values ---------------------------------------------------------------------------------------
 
 
-def _function_name(fn: Callable[..., Any], names: Mapping[int, str], where: str) -> str:
+def _function_name(fn: Callable[..., object], names: Mapping[int, str], where: str) -> str:
     name = names.get(id(fn))
     if name is not None:
         return name
@@ -107,11 +108,16 @@ def _function_name(fn: Callable[..., Any], names: Mapping[int, str], where: str)
     )
 
 
-def _callables(registry: Mapping[str, object] | None) -> dict[str, Any]:
+def _callables(registry: Mapping[str, object] | None) -> dict[str, object]:
     """The registry's functions and tools (its classes resolve types, not functions)."""
     return {
         k: v for k, v in (registry or {}).items() if isinstance(v, Tool) or (callable(v) and not isinstance(v, type))
     }
+
+
+def _json_object(value: JSONValue) -> JSONObject:
+    assert isinstance(value, dict)  # Saver.value keeps a mapping a mapping
+    return value
 
 
 def _drop_userinfo(url: str) -> str:
@@ -130,11 +136,11 @@ class Saver:
         self._names = {id(v.runner if isinstance(v, Tool) else v): k for k, v in _callables(registry).items()}
         self.include_lm = include_lm
 
-    def function(self, fn: Callable[..., Any], where: str) -> str:
+    def function(self, fn: Callable[..., object], where: str) -> str:
         """The name a function is saved under (its registry name, else its qualified name)."""
         return _function_name(fn, self._names, where)
 
-    def value(self, value: object, where: str, *, drop_secrets: bool = False, functions: bool = False) -> Any:
+    def value(self, value: object, where: str, *, drop_secrets: bool = False, functions: bool = False) -> JSONValue:
         """A JSON-safe copy of a value; raises `SaveError` naming `where` for what JSON cannot hold."""
         if value is None or isinstance(value, bool | int | str):
             return value
@@ -143,7 +149,7 @@ class Saver:
                 return value
             raise SaveError(f"{where} is {value!r}, which JSON cannot hold")
         if isinstance(value, Mapping):
-            out: dict[str, object] = {}
+            out: JSONObject = {}
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise SaveError(f"{where} has a non-string key {key!r}")
@@ -171,17 +177,16 @@ class Saver:
             return {FUNCTION: self.function(value, where)}
         raise SaveError(f"{where} is a {type(value).__name__}, which imp.save cannot write as JSON")
 
-    def signature(self, signature: Signature, where: str = "signature") -> dict[str, Any]:
+    def signature(self, signature: Signature, where: str = "signature") -> JSONObject:
         """A signature's dump, checked to be JSON-safe."""
-        dumped: dict[str, Any] = self.value(signature.dump(), where)
-        return dumped
+        return _json_object(self.value(signature.dump(), where))
 
-    def adapter(self, adapter: Adapter | None) -> str | dict[str, Any] | None:
+    def adapter(self, adapter: Adapter | None) -> str | JSONObject | None:
         """An adapter's name from the allowlist (None when the program uses the configured one); a template as data."""
         if adapter is None:
             return None
         if type(adapter) is TemplateAdapter:
-            return {"template": adapter.dump()}
+            return {"template": self.value(adapter.dump(), "adapter.template")}
         for name, cls in ADAPTERS.items():
             if type(adapter) is cls:
                 return name
@@ -189,7 +194,7 @@ class Saver:
             f"the adapter {type(adapter).__name__} cannot be saved; saved programs name one of {', '.join(ADAPTERS)}"
         )
 
-    def lm(self, lm: LM | None, owner: str) -> dict[str, Any] | None:
+    def lm(self, lm: LM | None, owner: str) -> JSONObject | None:
         """Provider, model, options and base URL of an `imp.lm(...)` client; never a credential or header."""
         if lm is None or not self.include_lm:
             return None
@@ -211,7 +216,7 @@ class Saver:
         if not isinstance(options, Mapping):
             options = getattr(lm, "defaults", None)
         kept = {k: v for k, v in dict(options or {}).items() if k not in _NOT_SAVED_LM_OPTIONS}
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "provider": provider,
             "model": model,
             "options": self.value(kept, "lm.options", drop_secrets=True),
@@ -221,7 +226,7 @@ class Saver:
             out["base_url"] = _drop_userinfo(base_url)
         return out
 
-    def program(self, program: Program) -> dict[str, Any]:
+    def program(self, program: Program) -> JSONObject:
         """A nested program's payload (with its kind), for kinds that contain programs."""
         kind = _kind_of(program)
         return {"kind": kind.name, **kind.dump(program, self)}
@@ -232,7 +237,7 @@ class Loader:
 
     def __init__(
         self,
-        registry: Mapping[str, Any] | None = None,
+        registry: Mapping[str, object] | None = None,
         *,
         lm: LM | None = None,
         trust_endpoint: bool | str | Iterable[str] = False,
@@ -241,7 +246,7 @@ class Loader:
         self.lm_override = lm
         self.trust = Trust(trust_endpoint)
 
-    def function(self, name: str, where: str) -> Callable[..., Any]:
+    def function(self, name: str, where: str) -> Callable[..., Any]:  # Any: what each caller's slot needs
         """The registry's function saved under `name` (a tool's runner when the entry is a tool)."""
         entry = self.registry.get(name)
         if isinstance(entry, Tool):
@@ -256,14 +261,14 @@ class Loader:
                 f"{where} was saved as the function {name!r}, but registry[{name!r}] is a "
                 f"{type(entry).__name__}, not a function or an @imp.tool"
             )
-        return entry  # type: ignore[no-any-return]
+        return entry
 
     def tool(self, name: str) -> Tool | None:
         """The registry's tool saved under `name`, if the entry is a tool."""
         entry = self.registry.get(name)
         return entry if isinstance(entry, Tool) else None
 
-    def value(self, value: object, where: str) -> Any:
+    def value(self, value: object, where: str) -> object:
         """A saved value with its `{"$function": name}` markers resolved from the registry."""
         if isinstance(value, Mapping):
             if set(value) == {FUNCTION} and isinstance(value[FUNCTION], str):
@@ -273,8 +278,10 @@ class Loader:
             return [self.value(v, f"{where}[{i}]") for i, v in enumerate(value)]
         return value
 
-    def signature(self, data: Mapping[str, object]) -> Signature:
+    def signature(self, data: object) -> Signature:
         """A saved signature; custom field types come from the registry by class name."""
+        if not isinstance(data, Mapping):
+            raise LoadError(f"the saved signature is an object, got {type(data).__name__}")
         types = {k: v for k, v in self.registry.items() if isinstance(v, type)}
         try:
             return Signature.load(data, types=types)
@@ -295,7 +302,7 @@ class Loader:
             raise LoadError(f"the saved adapter {name!r} is not one of {', '.join(ADAPTERS)}")
         return cls()
 
-    def lm(self, data: Any) -> LM | None:
+    def lm(self, data: object) -> LM | None:
         """The LM to pin: `imp.load(..., lm=...)` if given, else one rebuilt from provider, model and
         options, which the file may set only as `imp.saving._trust` allows."""
         if self.lm_override is not None:
@@ -310,30 +317,29 @@ class Loader:
             raise LoadError(str(exc)) from None
         return make_lm(f"{provider}:{model}", base_url=base_url, **options)
 
-    def config(self, data: Any) -> dict[str, Any]:
+    def config(self, data: object) -> dict[str, object]:
         """A program's saved request options, as `imp.saving._trust` allows them."""
         try:
             return check_config(data, self.trust)
         except Refused as exc:
             raise LoadError(str(exc)) from None
 
-    def adapter_opts(self, data: Any) -> dict[str, Any]:
+    def adapter_opts(self, data: object) -> dict[str, object]:
         """A program's saved adapter options: renderers resolved from the registry, the rest typed."""
         try:
-            check_adapter_opts(data, FUNCTION)
+            checked = check_adapter_opts(data, FUNCTION)
         except Refused as exc:
             raise LoadError(str(exc)) from None
-        resolved: dict[str, Any] = self.value(dict(data or {}), "adapter_opts")
-        return resolved
+        return {key: self.value(value, f"adapter_opts.{key}") for key, value in checked.items()}
 
-    def fields(self, data: Any, allowed: Iterable[str], where: str) -> Mapping[str, Any]:
+    def fields(self, data: object, allowed: Iterable[str], where: str) -> Mapping[str, object]:
         """An object of the file whose keys are all known (an unknown one is refused, naming it)."""
         try:
             return check_keys(data, allowed, where)
         except Refused as exc:
             raise LoadError(str(exc)) from None
 
-    def program(self, data: Mapping[str, object]) -> Program:
+    def program(self, data: object) -> Program:
         """A nested program from its payload."""
         if not isinstance(data, Mapping):
             raise LoadError(f"a saved program is an object, got {type(data).__name__}")

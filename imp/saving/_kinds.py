@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from imp._jsondata import JSONObject
+from imp._jsondata import JSONObject, JSONValue
 from imp.programs.base import Program
 from imp.programs.function import FunctionProgram
 from imp.programs.predict import ChainOfThought, Predict
@@ -104,7 +104,7 @@ def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:
 def _dump_tool_loop(program: ReAct | ReActTrajectory, saver: Saver) -> JSONObject:
     """What both tool loops save alike: the signature, tools, demos, config, adapter and policy."""
     policy = program.tool_policy
-    saved_policy: object = (
+    saved_policy: JSONValue = (
         {FUNCTION: saver.function(policy, "tool_policy")} if callable(policy) else saver.value(policy, "tool_policy")
     )
     opts = {k: v for k, v in program.adapter_opts.items() if k != "demos"}
