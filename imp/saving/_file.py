@@ -10,7 +10,6 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from imp._json import loads_strict
 from imp._jsondata import JSONObject, JSONValue

@@ -196,7 +196,9 @@ def check_lm_section(
             f"your credentials where a file says. Load with {hint}, or pass lm=imp.lm(...) to choose the model"
         )
     # Any: the options go to imp.lm(**options), whose keywords are typed one by one.
-    options: dict[str, Any] = _check_options(data.get("options") or {}, "lm.options", trusted=trust.trusts(endpoint), trust_hint=hint)
+    options: dict[str, Any] = _check_options(
+        data.get("options") or {}, "lm.options", trusted=trust.trusts(endpoint), trust_hint=hint
+    )
     return provider, model, base_url if named else None, options
 
 
