@@ -57,7 +57,7 @@ class MCPResult(str):
         """The text the model reads, as a plain `str`."""
         return str.__str__(self)
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return (_rebuild, (self.text, self.structured, self.images, self.content))
 
 
@@ -75,7 +75,7 @@ def _size(data: str) -> str:
     return f"{count} bytes"
 
 
-def _block_text(block: Mapping[str, Any], images: list[MCPImage]) -> str:
+def _block_text(block: Mapping[str, object], images: list[MCPImage]) -> str:
     """One content block (its wire form) as the model reads it."""
     kind = block.get("type")
     if kind == "text":
@@ -116,11 +116,12 @@ def _said(texts: list[str], structured: Mapping[str, object]) -> bool:
     return any(_says(text, value) for text in texts for value in values)
 
 
-def render_result(result: Mapping[str, Any]) -> MCPResult:
+def render_result(result: Mapping[str, object]) -> MCPResult:
     """The result (its wire form) as the model reads it: each block's text on its own line, then
     the structured content as JSON unless a text block already says the same (`_said`)."""
     images: list[MCPImage] = []
-    blocks = [block for block in result.get("content") or () if isinstance(block, Mapping)]
+    content = result.get("content")
+    blocks = [block for block in content if isinstance(block, Mapping)] if isinstance(content, list | tuple) else []
     parts = [_block_text(block, images) for block in blocks]
     texts = [str(block.get("text", "")) for block in blocks if block.get("type") == "text"]
     structured = result.get("structuredContent")

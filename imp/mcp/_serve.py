@@ -17,6 +17,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from imp._jsondata import JSONObject
 from imp._version import version
 from imp.mcp._sdk import V2
 from imp.mcp._served import Progress, ServedProgram, served_programs
@@ -35,10 +36,10 @@ class _Tools:
     def __init__(self, programs: Programs, name: str) -> None:
         self.served = {p.name: p for p in served_programs(programs, name)}
 
-    def listed(self) -> list[dict[str, Any]]:
+    def listed(self) -> list[JSONObject]:
         return [p.tool() for p in self.served.values()]
 
-    async def call(self, name: str, arguments: Mapping[str, Any] | None, progress: Progress | None) -> dict[str, Any]:
+    async def call(self, name: str, arguments: Mapping[str, object] | None, progress: Progress | None) -> JSONObject:
         served: ServedProgram | None = self.served.get(name)
         if served is None:
             known = ", ".join(self.served)
