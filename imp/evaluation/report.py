@@ -170,7 +170,7 @@ class EvaluationReport:
         writer = csv.DictWriter(buffer, fieldnames=columns)
         writer.writeheader()
         for record in records:
-            line: dict[str, Any] = {k: record[k] for k in ("index", "score", "feedback", "error", "error_stage")}
+            line: dict[str, object] = {k: record[k] for k in ("index", "score", "feedback", "error", "error_stage")}
             for prefix, key in groups:
                 for name, value in (record[key] or {}).items():
                     line[f"{prefix}.{name}"] = _cell_text(value)

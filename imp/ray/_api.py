@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from imp._jsondata import JSONObject
 from imp.evaluation.evaluate import check_devset, check_max_errors
 from imp.evaluation.metrics import Metric, to_number
 from imp.evaluation.parallel import check_concurrency, check_timeout
@@ -111,7 +112,7 @@ def _travels(ray: Any, name: str, value: object) -> None:
         raise TypeError(f"the {name} must pickle to travel to Ray workers: {type(exc).__name__}: {exc}") from None
 
 
-def _document(program: Program, options: RunOptions, where: str) -> dict[str, Any]:
+def _document(program: Program, options: RunOptions, where: str) -> JSONObject:
     """The program in `imp.save`'s format (never a credential), checked to load again here."""
     if not isinstance(program, Program):
         raise TypeError(f"{where} runs an imp program, got {type(program).__name__}")
@@ -133,7 +134,7 @@ async def evaluate(
     timeout: float | None = None,  # noqa: ASYNC109 - per row, applied as an imp.deadline on the worker
     limits: Limits | None = None,
     lm_factory: Callable[[], LM] | None = None,
-    registry: Mapping[str, Any] | None = None,
+    registry: Mapping[str, object] | None = None,
     input_keys: Sequence[str] | None = None,
     num_cpus: float = 0.5,
     progress: bool = True,
@@ -263,7 +264,7 @@ async def map(
     return slots  # type: ignore[return-value]  # every slot is filled: map never stops early
 
 
-def _inputs(item: object, index: int) -> dict[str, Any]:
+def _inputs(item: object, index: int) -> dict[str, object]:
     if isinstance(item, Example):
         try:
             return item.inputs()

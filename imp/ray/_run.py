@@ -41,7 +41,7 @@ class RunOptions:
     limits: Limits
     num_cpus: float
     lm_factory: Callable[[], LM] | None
-    registry: Mapping[str, Any] | None
+    registry: Mapping[str, object] | None
     max_errors: int | None
 
 
