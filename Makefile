@@ -134,6 +134,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/stream_ttft.py
 	$(BENCH_VENV)/bin/python benchmarks/optimize.py
 	$(BENCH_VENV)/bin/python benchmarks/parse_limits.py
+	$(BENCH_VENV)/bin/python benchmarks/media_memory.py
 
 # The side-by-side benchmarks again under the newest DSPy release (the lock pins the one `make bench`
 # uses): a venv of its own from the bench lock with DSPy upgraded (needs the registry). Each benchmark

@@ -28,6 +28,7 @@ from imp.errors import (
     InvalidInputError,
     InvalidResponse,
     LMError,
+    MediaRefused,
     MissingInputError,
     NotFound,
     ProviderUnavailable,
@@ -40,6 +41,7 @@ from imp.errors import (
     UnsupportedOption,
 )
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
+from imp.media import Audio, File, Image
 from imp.models import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
 
 if TYPE_CHECKING:
@@ -123,6 +125,7 @@ __all__ = [
     "Adapter",
     "AdapterParseError",
     "Allow",
+    "Audio",
     "AuthenticationError",
     "BadRequest",
     "BootstrapFewShot",
@@ -142,11 +145,13 @@ __all__ = [
     "Example",
     "ExecutionCancelled",
     "Field",
+    "File",
     "Finish",
     "FunctionError",
     "FunctionProgram",
     "GEPA",
     "History",
+    "Image",
     "ImpError",
     "InputField",
     "InvalidInputError",
@@ -158,6 +163,7 @@ __all__ = [
     "LMResponse",
     "LabeledFewShot",
     "LoadError",
+    "MediaRefused",
     "MissingInputError",
     "NotFound",
     "OptimizationError",

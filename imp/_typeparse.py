@@ -14,6 +14,7 @@ from typing import Any, Literal, Union
 
 from imp._annotation import history_type
 from imp.errors import SignatureError
+from imp.media import MEDIA_CLASSES
 
 __all__ = ["parse_type", "type_to_text"]
 
@@ -38,6 +39,7 @@ _SIMPLE: dict[str, Any] = {
     "any": Any,
     "None": type(None),
     "null": type(None),
+    **MEDIA_CLASSES,
 }
 _GENERIC = {"array", "list", "List", "dict", "Dict", "Optional", "Union", "Literal", "enum", "class"}
 _KNOWN = sorted({*_SIMPLE, *_GENERIC, "History"})

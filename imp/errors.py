@@ -6,6 +6,7 @@
     ├── FunctionError (TypeError) ············· a function that cannot be a function program
     ├── MissingInputError (ValueError) ········ a required input was not given
     ├── InvalidInputError (ValueError) ········ an input value that does not fit its field
+    ├── MediaRefused (ValueError) ············· an image, audio or document the provider cannot take
     ├── CoercionError (ValueError) ············ a reply's value that does not fit its field (`imp.values`)
     ├── AdapterParseError ····················· a reply that does not fit the output fields
     ├── DeadlineExceeded (TimeoutError) ······· the current `imp.deadline` passed
@@ -80,6 +81,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidResponse",
     "LMError",
+    "MediaRefused",
     "MissingInputError",
     "NotFound",
     "ProviderUnavailable",
@@ -153,6 +155,20 @@ def reply_excerpt(completion: str | Mapping[str, Any] | None, limit: int = EXCER
         tail = limit - head
         return f"{text[:head]!r} [... {len(text) - limit:,} characters left out ...] {text[-tail:]!r}"
     return repr(text)
+
+
+class MediaRefused(ImpError, ValueError):
+    """A media value the provider or model cannot take (its kind, type, size or source), refused
+    before sending. The message names where the value stands (the input `photo`, a tool's result),
+    the provider, and the limit; the value itself shows only as its short description."""
+
+    def __init__(self, reason: str, *, provider: str, origin: str | None = None, media: Any = None) -> None:
+        self.reason = reason
+        self.provider = provider
+        self.origin = origin
+        self.media = media
+        where = f"{origin}: " if origin else ""
+        super().__init__(f"{where}{reason}")
 
 
 class AdapterParseError(ImpError):

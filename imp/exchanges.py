@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from imp._redact import redact, redact_text
 from imp.models.base import LMResponse
-from imp.records import Message
+from imp.records import Message, content_text
 from imp.settings import process_settings
 
 __all__ = ["Exchange", "inspect_history", "program_label", "record_exchange", "recent_exchanges"]
@@ -99,6 +99,8 @@ def _content(message: Message) -> str:
     content = message.get("content")
     if isinstance(content, str):
         return content
+    if isinstance(content, list):
+        return content_text(content)  # each media value as its short description, never its bytes
     return repr(redact(content))
 
 

@@ -8,18 +8,29 @@ from typing import Any, overload
 from imp._annotation import HistoryType
 from imp._redact import redact
 from imp.records import Step, ToolCall, ToolOutcome, ToolResult
-from imp.values import render_value
+from imp.values import holds_media, media_description, render_value
 
-__all__ = ["History", "Step", "ToolCall", "ToolOutcome", "ToolResult", "format_tool_result"]
+__all__ = ["History", "Step", "ToolCall", "ToolOutcome", "ToolResult", "format_tool_result", "tool_result_content"]
 
 
 def format_tool_result(result: ToolResult) -> str:
-    """What the model reads for one tool call: the value as prompt text, or "Error: " and a sentence."""
+    """What the model reads for one tool call, as text: the value as prompt text (a media value by its
+    description), or "Error: " and a sentence."""
     if result.error is not None:
         return f"Error: {result.error}"
     if result.outcome != "result":
         return f"Error: {result.name} did not return a result ({result.outcome})."
+    if holds_media(result.result):
+        return media_description(result.result)
     return render_value(result.result)
+
+
+def tool_result_content(result: ToolResult) -> str:
+    """`format_tool_result` as an adapter writes it: a result holding media (an image a tool returned,
+    an MCP tool's screenshot) leaves markers the adapter places as content parts."""
+    if result.ok and holds_media(result.result):
+        return render_value(result.result, origin=f"the result of `{result.name}`")
+    return format_tool_result(result)
 
 
 Turn = Mapping[str, Any]

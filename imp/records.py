@@ -14,8 +14,11 @@ from typing import Any, Literal, NotRequired, Required, TypedDict
 
 from imp._frozen import fast_init
 from imp._json import loads
+from imp.media import MARKER, MARKER_PREFIX, MEDIA_KEY, Media, markers_alive, resolve_marker
 
 __all__ = [
+    "ContentPart",
+    "MediaPart",
     "Message",
     "Role",
     "Step",
@@ -25,7 +28,12 @@ __all__ = [
     "UnreadArguments",
     "Usage",
     "WireToolCall",
+    "content_text",
+    "media_parts",
+    "placed_media",
     "plain",
+    "with_placed_media",
+    "with_text",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -47,17 +55,37 @@ class WireToolCall(TypedDict):
     function: WireFunction
 
 
+@dataclass(frozen=True, slots=True)
+class MediaPart:
+    """A media value placed in a message, with where it came from (the input `photo`, say), for errors."""
+
+    media: Media
+    origin: str | None = None
+
+    def __str__(self) -> str:
+        return str(self.media)
+
+    def __repr__(self) -> str:
+        where = f" from {self.origin}" if self.origin else ""
+        return f"<{self.media.describe()}{where}>"
+
+
+ContentPart = str | MediaPart | Mapping[str, Any]
+"""One part of a message's content: text, a media value, or a part already in a provider's own shape."""
+
+
 class Message(TypedDict, total=False):
     """An OpenAI-style chat message, the shape adapters write and every LM client reads.
 
-    `role` is always there; `content` is the text (None beside tool calls); `name` is the
+    `role` is always there; `content` is the text (None beside tool calls), or a list of parts
+    (text, `MediaPart`s, provider-shaped mappings) when the message carries media; `name` is the
     participant's name (a history turn's `user_name` / `assistant_name`); `tool_calls` are the assistant's native calls
     (as `ToolCall` records or OpenAI-shaped dicts); `tool_call_id` ties a `tool` message to its
     call; `reasoning` and `reasoning_data` carry a provider's reasoning, verbatim, to continue a turn.
     """
 
     role: Required[Role]
-    content: str | list[Any] | None
+    content: str | list[ContentPart] | None
     name: NotRequired[str]
     tool_calls: NotRequired[list[Any]]
     tool_call_id: NotRequired[str]
@@ -164,7 +192,7 @@ class ToolResult:
         return cls(
             id=str(data.get("id", "")),
             name=str(data.get("name", "")),
-            result=data.get("result"),
+            result=_loaded(data.get("result")),
             outcome=outcome,
             error=data.get("error"),
         )
@@ -317,7 +345,8 @@ class Step(Mapping[str, Any]):
         return f"Step({dict(self)!r})"
 
     def dump(self) -> dict[str, Any]:
-        """A JSON-friendly copy, in the flat shape a history is saved in."""
+        """A JSON-friendly copy, in the flat shape a history is saved in (a media value stays the value:
+        `imp.save` writes its saved form, `Media.dump()`, which `load` reads back)."""
         return {key: _plain(self[key]) for key in self}
 
     @classmethod
@@ -334,7 +363,7 @@ class Step(Mapping[str, Any]):
         for key, value in data.items():
             attr = attrs.get(key)
             if attr is None:
-                fields[str(key)] = value
+                fields[str(key)] = _loaded(value)
             else:
                 values[attr] = value
         if tool_step:
@@ -346,6 +375,15 @@ class Step(Mapping[str, Any]):
                     r if isinstance(r, ToolResult) else ToolResult.load(r) for r in values["results"]
                 )
         return cls(fields=MappingProxyType(fields) if fields else _EMPTY, **values)
+
+
+def _loaded(value: Any) -> Any:
+    """A loaded value with media in their saved form (`{"$media": ...}`) read back as media values."""
+    if isinstance(value, Mapping) and MEDIA_KEY in value:
+        return Media.load(value)
+    if isinstance(value, list) and any(isinstance(v, Mapping) and MEDIA_KEY in v for v in value):
+        return [_loaded(v) for v in value]
+    return value
 
 
 def plain(value: Any) -> Any:
@@ -365,3 +403,80 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     return value
+
+
+# --- content that holds media -------------------------------------------------------------------
+
+
+def placed_media(text: str) -> str | list[ContentPart]:
+    """Text with its media markers cut out and the media values put in their place as parts; the
+    text itself when it holds none (a marker whose value is gone stays as text)."""
+    if MARKER_PREFIX not in text:
+        return text
+    parts: list[ContentPart] = []
+    last = 0
+    for match in MARKER.finditer(text):
+        found = resolve_marker(int(match.group(1)))
+        if found is None:
+            continue
+        if match.start() > last:
+            parts.append(text[last : match.start()])
+        parts.append(MediaPart(found[0], found[1]))
+        last = match.end()
+    if not parts:
+        return text
+    if last < len(text):
+        parts.append(text[last:])
+    return parts
+
+
+def media_parts(content: Any) -> list[MediaPart]:
+    """The media parts of a message's content (a bare media value counts, with no origin)."""
+    if not isinstance(content, list):
+        return []
+    return [p if isinstance(p, MediaPart) else MediaPart(p) for p in content if isinstance(p, MediaPart | Media)]
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text: its text parts, and each media value as its short description."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, MediaPart | Media):
+                out.append(str(part))
+            elif isinstance(part, Mapping):
+                out.append(str(part.get("text", "")))
+        return "".join(out)
+    return str(content)
+
+
+def with_text(content: Any, text: str, separator: str = "\n\n") -> str | list[ContentPart]:
+    """A message's content with text added at its end (its media parts kept where they are)."""
+    if isinstance(content, list):
+        return [*content, separator + text] if content else [text]
+    head = "" if content is None else str(content)
+    return f"{head}{separator}{text}".strip()
+
+
+def with_placed_media(messages: list[Message]) -> list[Message]:
+    """Messages with their media markers placed as parts: in user and tool messages, where providers
+    take media; anywhere else (a system text, an assistant's reply) as the values' descriptions.
+    While no media value with a marker is alive in the process, nothing is searched."""
+    if not markers_alive():
+        return messages
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if isinstance(content, str) and MARKER_PREFIX in content:
+            placed = placed_media(content)
+            if placed is content:
+                continue
+            if message["role"] not in ("user", "tool"):
+                placed = content_text(placed)
+            messages[index] = {**message, "content": placed}
+    return messages

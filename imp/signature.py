@@ -22,8 +22,9 @@ from imp._annotation import is_history
 from imp._field import MISSING, Field, FieldKind, FieldSpec, InputField, OutputField, load_field
 from imp._field_names import RESERVED_INPUT_NAMES, RESERVED_OUTPUT_NAMES, name_problem, reserved_name_problem
 from imp._jsondata import JSONObject
-from imp._typeparse import parse_type
+from imp._typeparse import parse_type, type_to_text
 from imp.errors import SignatureError
+from imp.media import media_in
 
 _CONSTRAINT_KEYS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
 
@@ -262,6 +263,12 @@ def _check_fields(inputs: list[Field], outputs: list[Field]) -> None:
         unknown = set(f.constraints) - set(_CONSTRAINT_KEYS)
         if unknown:
             raise SignatureError(f"field `{f.name}`: unknown constraint {sorted(unknown)}; known: {_CONSTRAINT_KEYS}")
+    for f in outputs:
+        if (media := media_in(f.annotation)) is not None:
+            raise SignatureError(
+                f"output `{f.name}` is {type_to_text(f.annotation)}: imp.{media.__name__} is an input type "
+                "(a model replies with text); make it an input, or the output a description of it"
+            )
 
 
 # --- the string form ------------------------------------------------------------------------

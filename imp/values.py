@@ -24,6 +24,7 @@ from imp._json import loads_strict as load_json_strict
 from imp._json import unwrap_fence
 from imp._typeparse import type_to_text
 from imp.errors import ImpError, InvalidInputError
+from imp.media import Audio, File, Image, Media, media_marker
 from imp.signature import Field
 
 __all__ = [
@@ -36,7 +37,10 @@ __all__ = [
     "format_requirement",
     "json_schema_hint",
     "load_json",
+    "holds_media",
     "load_json_object",
+    "media_description",
+    "media_text",
     "render_value",
     "type_name",
     "unwrap_fence",
@@ -72,6 +76,9 @@ _PLAIN = {
     dict: "object",
     list: "list",
     Any: "any value",
+    Image: "image",
+    Audio: "audio",
+    File: "document",
 }
 _PLURAL = {
     "string": "strings",
@@ -83,6 +90,9 @@ _PLURAL = {
     "ISO 8601 date": "ISO 8601 dates",
     "any value": "values",
     "list": "lists",
+    "image": "images",
+    "audio": "audio clips",
+    "document": "documents",
 }
 
 
@@ -186,8 +196,50 @@ def dump_json(value: object) -> str:
     return json.dumps(to_jsonable_python(value), ensure_ascii=False)
 
 
-def render_value(value: object, field: Field | None = None) -> str:
-    """How a value is written into a prompt."""
+def holds_media(value: Any) -> bool:
+    """Whether a value is, or holds, media an adapter places as content parts (see `media_text`)."""
+    if isinstance(value, Media):
+        return True
+    if isinstance(value, list | tuple):
+        return bool(value) and all(isinstance(v, Media) for v in value)
+    parts = getattr(value, "content_parts", None)
+    return callable(parts) and not isinstance(value, type)
+
+
+def media_description(value: Any) -> str:
+    """A value holding media as plain text: each media value by its short description."""
+    if isinstance(value, Media):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "\n".join(str(v) for v in value)
+    if isinstance(value, str):
+        return str.__str__(value)  # a result that is its own text (an MCP result)
+    parts = value.content_parts()
+    return "".join(str(p) for p in parts)
+
+
+def media_text(value: Any, origin: str | None) -> str | None:
+    """A media value (or a list of them, or a result holding media, such as an MCP tool's) written as
+    markers the adapter turns into content parts where they stand; None for anything else."""
+    if isinstance(value, Media):
+        return media_marker(value, origin)
+    if isinstance(value, list | tuple) and value and all(isinstance(v, Media) for v in value):
+        return "\n".join(media_marker(v, origin) for v in value)
+    parts = getattr(value, "content_parts", None)
+    if callable(parts) and not isinstance(value, type):
+        return "".join(p if isinstance(p, str) else media_marker(p, origin) for p in parts())
+    return None
+
+
+def render_value(value: Any, field: Field | None = None, *, origin: str | None = None) -> str:
+    """How a value is written into a prompt (a media value: a marker the adapter places as a part)."""
+    if type(value) is str:
+        return value
+    if origin is None and field is not None:
+        origin = f"the {field.kind} `{field.name}`"
+    marked = media_text(value, origin)
+    if marked is not None:
+        return marked
     if isinstance(value, str):
         return value
     if value is None:
@@ -435,7 +487,9 @@ def check_input(field: Field, value: object) -> None:
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
-        reason = first.get("msg", "invalid value")
+        reason = str(first.get("msg", "invalid value")).removeprefix(
+            "Value error, "
+        )  # pydantic's word for a check of ours
         at = f" at `{where}`" if where else ""
         raise InvalidInputError(
             field.name,

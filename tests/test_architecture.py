@@ -38,6 +38,15 @@ TYPE_ONLY_CIRCLES: dict[tuple[str, ...], str] = {
         "imp.programs.react._tools",
     ): "the loop as (spec, state): every file below _program.py takes them and imports only files below it",
     ("imp.models._http", "imp.models._stream"): "one send chain in imp/models/_http.py",
+    # The media writers name their client's class for its type only (imp/models/, being rewritten
+    # into one send chain): settled when each writer takes what it reads of the client, not the class.
+    ("imp.models._anthropic_content", "imp.models.anthropic"): "the writer takes the client's options, not its class",
+    ("imp.models._openai_content", "imp.models.openai"): "the writer takes the client's options, not its class",
+    (
+        "imp.models._responses_content",
+        "imp.models._responses_wire",
+        "imp.models.openai_responses",
+    ): "the writer takes the client's options, not its class",
 }
 """Circles that only type-only imports close, still waiting to be settled by moving code, with the
 change that settles them. Empty: none shows even when type-only imports are counted."""

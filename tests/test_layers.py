@@ -24,6 +24,8 @@ ROOMS = [
     "imp._json",
     "imp._redact",
     "imp._frozen",
+    "imp._sniff",
+    "imp.media",
     "imp.records",
     "imp.errors",
     "imp._annotation",

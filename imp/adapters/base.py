@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
 
 from imp.errors import AdapterParseError, InvalidInputError
-from imp.history import History, format_tool_result
+from imp.history import History, tool_result_content
 from imp.prediction import Prediction
-from imp.records import Message, Step, ToolCall, ToolResult
+from imp.records import Message, Step, ToolCall, ToolResult, with_placed_media
 from imp.signature import Field, Signature
 from imp.values import CoercionError, coerce_text, coerce_value, load_json_object, render_value
 
@@ -239,7 +239,7 @@ class Adapter(abc.ABC):
             if name is not None and "user_name" not in signature.fields and message_name(name):
                 message["name"] = name
             messages.append(message)
-        return messages
+        return with_placed_media(messages)
 
     def system_text(self, signature: Signature, opts: FormatOptions) -> str:
         """The system message, through `system_renderer` when one is given."""
@@ -390,7 +390,7 @@ class Adapter(abc.ABC):
             if opts.tool_result_renderer is not None:
                 text = opts.tool_result_renderer(result, {"id": call.id, "name": call.name})
             else:
-                text = format_tool_result(result)
+                text = tool_result_content(result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
         return messages
 

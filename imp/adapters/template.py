@@ -35,7 +35,7 @@ from imp.adapters._template_text import (
 from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, LMLike, guidance_lines, message_name
 from imp.adapters.json import JSONAdapter
 from imp.errors import AdapterParseError
-from imp.records import Message
+from imp.records import Message, with_placed_media
 from imp.signature import Field, Signature
 from imp.values import render_value
 
@@ -393,7 +393,7 @@ class TemplateAdapter(Adapter):
             messages.extend(request)  # type: ignore[arg-type]
         if self._prefill is not None:
             messages.append({"role": "assistant", "content": self._prefill})
-        return messages
+        return with_placed_media(messages)
 
     def _system_text(self, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
         """The system message, through `system_renderer` when one is given (its default sees the inputs)."""

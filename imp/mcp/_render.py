@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from imp._json import loads_strict
+from imp.media import Audio, File, Image, Media
 
 __all__ = ["MCPImage", "MCPResult", "render_result"]
 
@@ -31,12 +32,15 @@ class MCPResult(str):
 
     - `structured`: the `structuredContent` object, or None;
     - `images`: the images, as `MCPImage` values (the text shows a placeholder for each);
-    - `content`: every content block as the server sent it (plain dicts).
+    - `content`: every content block as the server sent it (plain dicts);
+    - `parts`: what the model reads, in order: text, and each image, audio clip or document as an
+      `imp.Image` / `imp.Audio` / `imp.File`, so a provider that takes media gets them as media.
     """
 
     structured: dict[str, Any] | None
     images: tuple[MCPImage, ...]
     content: tuple[dict[str, Any], ...]
+    parts: tuple[str | Media, ...]
 
     def __new__(
         cls,
@@ -45,12 +49,18 @@ class MCPResult(str):
         structured: dict[str, Any] | None = None,
         images: tuple[MCPImage, ...] = (),
         content: tuple[dict[str, Any], ...] = (),
+        parts: tuple[str | Media, ...] = (),
     ) -> MCPResult:
         self = super().__new__(cls, text)
         self.structured = structured
         self.images = images
         self.content = content
+        self.parts = parts or (text,)
         return self
+
+    def content_parts(self) -> list[str | Media]:
+        """The result as the model reads it, its media as values (how an adapter places them)."""
+        return list(self.parts)
 
     @property
     def text(self) -> str:
@@ -58,13 +68,17 @@ class MCPResult(str):
         return str.__str__(self)
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild, (self.text, self.structured, self.images, self.content))
+        return (_rebuild, (self.text, self.structured, self.images, self.content, self.parts))
 
 
 def _rebuild(
-    text: str, structured: dict[str, Any] | None, images: tuple[MCPImage, ...], content: tuple[dict[str, Any], ...]
+    text: str,
+    structured: dict[str, Any] | None,
+    images: tuple[MCPImage, ...],
+    content: tuple[dict[str, Any], ...],
+    parts: tuple[str | Media, ...] = (),
 ) -> MCPResult:
-    return MCPResult(text, structured=structured, images=images, content=content)
+    return MCPResult(text, structured=structured, images=images, content=content, parts=parts)
 
 
 def _size(data: str) -> str:
@@ -116,6 +130,24 @@ def _said(texts: list[str], structured: Mapping[str, object]) -> bool:
     return any(_says(text, value) for text in texts for value in values)
 
 
+def _block_media(block: Mapping[str, object]) -> Media | None:
+    """An image, audio or blob block's bytes (its wire form) as a media value, or None when they
+    cannot be read as one (the placeholder text stands for it)."""
+    kind = block.get("type")
+    resource = block.get("resource")
+    if kind in ("image", "audio"):
+        data, mime = block.get("data"), str(block.get("mimeType") or "")
+    elif kind == "resource" and isinstance(resource, Mapping) and isinstance(resource.get("blob"), str):
+        data, mime = resource["blob"], str(resource.get("mimeType") or "")
+    else:
+        return None
+    cls = {"image": Image, "audio": Audio}.get(mime.split("/", 1)[0], File)
+    try:
+        return cls.from_bytes(base64.b64decode(str(data), validate=True), mime or None)
+    except (binascii.Error, ValueError, TypeError):
+        return None
+
+
 def render_result(result: Mapping[str, object]) -> MCPResult:
     """The result (its wire form) as the model reads it: each block's text on its own line, then
     the structured content as JSON unless a text block already says the same (`_said`)."""
@@ -127,11 +159,21 @@ def render_result(result: Mapping[str, object]) -> MCPResult:
     structured = result.get("structuredContent")
     if not isinstance(structured, Mapping):
         structured = None
+    pieces: list[str | Media] = []
+    for block, part in zip(blocks, parts, strict=True):
+        media = _block_media(block)
+        if media is None and not part:
+            continue
+        if pieces:
+            pieces.append("\n")
+        pieces.append(media if media is not None else part)
     if structured is not None and not _said(texts, structured):
         parts.append(json.dumps(structured, ensure_ascii=False))
+        pieces.extend(["\n", parts[-1]] if pieces else [parts[-1]])
     return MCPResult(
         "\n".join(part for part in parts if part),
         structured=dict(structured) if structured is not None else None,
         images=tuple(images),
         content=tuple(dict(block) for block in blocks),
+        parts=tuple(pieces) if any(isinstance(p, Media) for p in pieces) else (),
     )

@@ -26,6 +26,7 @@ from imp.errors import (
     UnsupportedOption,
 )
 from imp.models._gate import request_gate
+from imp.models._media_wire import encode_body
 from imp.models._prices import Prices, as_prices, priced
 from imp.models._stepdown import StepDowns
 from imp.models._wire import forces_tool, tool_choice_name
@@ -325,7 +326,7 @@ class HTTPLM(LM):
         return await cache.get_or_fetch(key, lambda: self._fetch(body, options))
 
     async def _fetch(self, body: dict[str, Any], options: Mapping[str, Any]) -> LMResponse:
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        content = encode_body(body)
         headers = self._headers(options)
         transport = self._transport_for_call()
         step = self._next_step()
@@ -463,7 +464,7 @@ class HTTPLM(LM):
         from imp.models._transport import HTTPFailure
 
         body = self.build_body(messages, options, stream=True)
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        content = encode_body(body)
         forced = forces_tool(body)
 
         async def attempt(number: int) -> Opened:

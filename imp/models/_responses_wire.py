@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from imp.models._responses_content import ResponsesContent
 from imp.models._wire import tool_choice_mode, tool_choice_name, wire_arguments
-from imp.records import Message, ToolCall
+from imp.records import Message, ToolCall, content_text
 
 __all__ = [
     "REPLAYED_ITEMS",
@@ -27,8 +28,12 @@ REPLAYED_ITEMS = frozenset({"reasoning", "function_call", "message"})
 """The output item types a turn's `reasoning_data` lists (other providers' reasoning is left alone)."""
 
 
-def input_items(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
-    """The `instructions` (the leading system messages) and the `input` items of a conversation."""
+def input_items(
+    messages: Sequence[Message], content_writer: ResponsesContent | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """The `instructions` (the leading system messages) and the `input` items of a conversation
+    (`content_writer` writes media: the client's own, with its limits)."""
+    writer = content_writer or ResponsesContent(None)
     instructions: list[str] = []
     items: list[dict[str, Any]] = []
     for message in messages:
@@ -44,13 +49,13 @@ def input_items(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]
                 {
                     "type": "function_call_output",
                     "call_id": str(message.get("tool_call_id") or ""),
-                    "output": _text_of(content),
+                    "output": writer.tool_output(content),
                 }
             )
         elif role == "assistant":
             items.extend(_assistant_items(message))
         else:
-            items.append({"role": "user", "content": _user_content(content)})
+            items.append({"role": "user", "content": writer.user(content)})
     return "\n\n".join(s for s in instructions if s), items
 
 
@@ -129,32 +134,7 @@ def _tool_call(call: Any, index: int) -> ToolCall:
 
 
 def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return str(content)
-
-
-def _user_content(content: Any) -> Any:
-    """A user message's text, or its parts in this API's spelling (`input_text`, `input_image`)."""
-    if not isinstance(content, list):
-        return _text_of(content)
-    parts: list[dict[str, Any]] = []
-    for part in content:
-        if not isinstance(part, Mapping):
-            parts.append({"type": "input_text", "text": str(part)})
-        elif part.get("type") in (None, "text", "input_text"):
-            parts.append({"type": "input_text", "text": str(part.get("text", ""))})
-        elif part.get("type") == "image_url":
-            image = part.get("image_url")
-            url = image.get("url") if isinstance(image, Mapping) else image
-            parts.append({"type": "input_image", "image_url": str(url)})
-        else:
-            parts.append(dict(part))  # already an input part of this API (input_image, input_file, ...)
-    return parts
+    return content_text(content)
 
 
 def wire_tool(tool: Any) -> dict[str, Any]:

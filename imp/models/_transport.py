@@ -19,9 +19,21 @@ from typing import Any, Literal
 
 import anyio.lowlevel
 
+from imp.models._media_wire import StreamedBody
+
 __all__ = ["HTTPFailure", "RawResponse", "StreamingResponse", "Transport", "backend_name"]
 
 FailureKind = Literal["connect", "timeout", "read", "protocol"]
+
+Body = bytes | StreamedBody
+"""A request body: bytes, or a body that streams its media's base64 as it is sent."""
+
+
+def _sized(content: Body, headers: Mapping[str, str]) -> Mapping[str, str]:
+    """A streamed body's exact length as `content-length` (the library would send it chunked otherwise)."""
+    if isinstance(content, bytes):
+        return headers
+    return {**headers, "content-length": str(len(content))}
 
 
 class HTTPFailure(Exception):
@@ -173,9 +185,10 @@ class Transport:
     def _known(self, exc: BaseException) -> bool:
         return isinstance(exc, self._lib().TransportError)
 
-    async def post(self, url: str, content: bytes, headers: Mapping[str, str], cap: float | None) -> RawResponse:
+    async def post(self, url: str, content: Body, headers: Mapping[str, str], cap: float | None) -> RawResponse:
         """POST a body and read the whole response."""
         client = self._get_client()
+        headers = _sized(content, headers)
         try:
             response = await client.post(url, content=content, headers=headers, timeout=self._timeout(cap))
         except Exception as exc:
@@ -186,10 +199,11 @@ class Transport:
 
     @asynccontextmanager
     async def stream(
-        self, url: str, content: bytes, headers: Mapping[str, str], cap: float | None
+        self, url: str, content: Body, headers: Mapping[str, str], cap: float | None
     ) -> AsyncIterator[StreamingResponse]:
         """POST a body and read the response as it arrives; leaving the block closes it."""
         client = self._get_client()
+        headers = _sized(content, headers)
         try:
             manager = client.stream("POST", url, content=content, headers=headers, timeout=self._timeout(cap))
             response = await manager.__aenter__()

@@ -15,12 +15,13 @@ from typing import Any
 
 from imp.errors import InvalidResponse, StreamBroken
 from imp.models._anthropic_cache import EXTENDED_TTL_BETA, check_prompt_cache, mark_breakpoints
+from imp.models._anthropic_content import AnthropicContent
 from imp.models._http import HTTPLM, StreamState
 from imp.models._sse import SSEEvent
 from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
 from imp.models.base import LMCapabilities, LMResponse, StreamEvent
 from imp.models.errors import error_from_payload
-from imp.records import Message, ToolCall, Usage
+from imp.records import Message, ToolCall, Usage, content_text
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicLM"]
 
@@ -67,7 +68,7 @@ class AnthropicLM(HTTPLM):
             raise ValueError("anthropic takes response_format only as {'type': 'json_schema', ...}")
 
     def build_body(self, messages: Sequence[Message], options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
-        system, wire = _wire_messages(messages)
+        system, wire = _wire_messages(messages, AnthropicContent(self))
         body: dict[str, Any] = {"model": self.model, "max_tokens": options.get("max_tokens", DEFAULT_MAX_TOKENS)}
         if system:
             body["system"] = system
@@ -152,19 +153,10 @@ def _schema_format(fmt: Any) -> Any:
     return fmt.get("schema")
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return "" if content is None else str(content)
-
-
 def _blocks(content: Any) -> list[dict[str, Any]]:
+    """An assistant message's content as blocks (a media value, which a reply cannot hold, as its description)."""
     if content is None or content == "":
         return []
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
     if isinstance(content, list):
         return [dict(p) if isinstance(p, Mapping) else {"type": "text", "text": str(p)} for p in content]
     return [{"type": "text", "text": str(content)}]
@@ -183,7 +175,7 @@ def _tool_use(call: Any, index: int) -> dict[str, Any]:
     }
 
 
-def _wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+def _wire_messages(messages: Sequence[Message], writer: AnthropicContent) -> tuple[str, list[dict[str, Any]]]:
     """The top-level system text and the alternating user/assistant messages (names left out)."""
     system: list[str] = []
     wire: list[dict[str, Any]] = []
@@ -200,12 +192,12 @@ def _wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any
         role = message.get("role")
         content = message.get("content")
         if role in ("system", "developer"):
-            system.append(_text_of(content))
+            system.append(content_text(content))
         elif role == "tool":
             result: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": str(message.get("tool_call_id") or ""),
-                "content": _text_of(content),
+                "content": writer.tool_result(content),
             }
             if message.get("is_error"):
                 result["is_error"] = True
@@ -219,7 +211,7 @@ def _wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any
             blocks.extend(_tool_use(call, i) for i, call in enumerate(message.get("tool_calls") or ()))
             add("assistant", blocks)
         else:
-            add("user", _blocks(content))
+            add("user", writer.blocks(content))
     return "\n\n".join(s for s in system if s), wire
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
 from imp._frozen import fast_init
+from imp.media import MediaKind
 from imp.records import NO_USAGE, Message, ToolCall, Usage
 
 __all__ = [
@@ -24,16 +25,29 @@ __all__ = [
 ResponseFormatSupport = Literal["none", "json_object", "json_schema"]
 """How much structured output an LM accepts through `response_format`."""
 
+_KINDS = ("image", "audio", "file")
+
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
 
 
 @dataclass(frozen=True, slots=True)
 class LMCapabilities:
-    """What an LM can take: native tools, `tool_choice` forms, structured output."""
+    """What an LM can take: native tools, `tool_choice` forms, structured output, media."""
 
     tool_calling: bool = True
     named_tool_choice: bool = True
     response_format: ResponseFormatSupport = "none"
+    media: frozenset[MediaKind] | None = None
+    """The media kinds (`image`, `audio`, `file`) the model takes; None: what its provider and model
+    name say (a local server's model declares its own: `frozenset()` for a text-only one)."""
+
+    def __post_init__(self) -> None:
+        given: object = self.media
+        if given is None:
+            return
+        if isinstance(given, str) or not isinstance(given, Iterable) or any(k not in _KINDS for k in given):
+            raise ValueError(f"LMCapabilities media is a set of 'image', 'audio', 'file', got {given!r}")
+        object.__setattr__(self, "media", frozenset(given))
 
 
 @fast_init

@@ -28,6 +28,7 @@ from imp.errors import (
     UnsupportedOption,
     lm_error_kind,
 )
+from imp.media import shorten_base64
 
 __all__ = [
     "classify_error",
@@ -334,11 +335,11 @@ def error_from_payload(
     if kind is UnsupportedOption:
         details["option"] = rejected_option(texts) or ""
     return kind(
-        redact_text(message, secrets),
+        shorten_base64(redact_text(message, secrets)),
         status=status,
         provider=provider,
         code=code,
-        body=redact(kept_body, secrets),
+        body=shorten_base64(redact(kept_body, secrets)),
         retry_after=parse_retry_after(headers, error),
         request_id=request_id,
         url=redact_text(where, secrets) if where is not None else None,

@@ -14,6 +14,7 @@ from typing import Any
 
 from imp.errors import InvalidResponse, LMError, StreamBroken
 from imp.models._http import HTTPLM, StreamState
+from imp.models._openai_content import ChatContent
 from imp.models._sse import SSEEvent
 from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name, wire_arguments
 from imp.models.base import LMCapabilities, LMResponse, StreamEvent
@@ -47,7 +48,7 @@ class OpenAILM(HTTPLM):
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
     def build_body(self, messages: Sequence[Message], options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": [_wire_message(m) for m in messages]}
+        body: dict[str, Any] = {"model": self.model, "messages": _wire_messages(self, messages)}
         for key in (
             "temperature",
             "top_p",
@@ -130,10 +131,26 @@ def _short(body: Any) -> Any:
     return body if len(text) <= 2000 else text[:2000]
 
 
-def _wire_message(message: Message) -> dict[str, Any]:
+def _wire_messages(lm: OpenAILM, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The messages in this API's shape; a run of tool messages whose results hold media is followed by
+    one user message carrying those media (a tool message takes text only)."""
+    content = ChatContent(lm)
+    out = [_wire_message(m, content) for m in messages]
+    return content.placed(out) if content.carried else out
+
+
+def _wire_message(message: Message, writer: ChatContent) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message["role"]}
     if "content" in message:
-        out["content"] = message["content"]
+        content = message["content"]
+        if type(content) is not list:
+            out["content"] = content
+        elif message["role"] == "tool":
+            out["content"], carried = writer.tool_content(content, str(message.get("tool_call_id") or ""))
+            if carried:
+                writer.carried[id(out)] = carried
+        else:
+            out["content"] = writer.content(message["role"], content)
     if "tool_call_id" in message:
         out["tool_call_id"] = message["tool_call_id"]
     name = message.get("name")

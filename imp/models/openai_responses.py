@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 
 from imp.errors import InvalidResponse
 from imp.models._http import HTTPLM, StreamState
+from imp.models._responses_content import ResponsesContent
 from imp.models._responses_output import read_output, to_response
 from imp.models._responses_stream import ResponsesStream
 from imp.models._responses_wire import input_items, text_format, wire_tool, wire_tool_choice
@@ -78,7 +79,7 @@ class OpenAIResponsesLM(HTTPLM):
                     )
 
     def build_body(self, messages: Sequence[Message], options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
-        instructions, items = input_items(messages)
+        instructions, items = input_items(messages, ResponsesContent(self))
         body: dict[str, Any] = {"model": self.model}
         if instructions:
             body["instructions"] = instructions

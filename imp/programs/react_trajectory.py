@@ -38,6 +38,7 @@ from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
 from imp.tools import Tool, ToolEvent, ToolPolicy, as_tool, format_tool_result, run_tool_calls, tool
 from imp.tools.policy import validate_policy
+from imp.values import holds_media
 
 __all__ = ["FINISH", "MAX_TRIMS", "ReActTrajectory", "TrajectoryStep", "react_trajectory"]
 
@@ -56,8 +57,9 @@ class TrajectoryStep:
     thought: str
     tool_name: str
     tool_args: dict[str, Any]
-    observation: str | None = None
-    """The tool's result as the model reads it (None until the tool has run)."""
+    observation: Any = None
+    """The tool's result as the model reads it (None until the tool has run); a result holding media
+    (an image, an MCP tool's screenshot) is kept as it is, so the adapter places its media as media."""
 
     def sections(self) -> list[tuple[str, Any]]:
         """The step's parts in DSPy's trajectory order, named as DSPy names them (`thought`, `tool_name`, ...)."""
@@ -299,7 +301,7 @@ class ReActTrajectory(Program):
                 authorize=run.authorize if run is not None else None,
                 on_event=_forward_tool_event,
             )
-            step.observation = format_tool_result(result)
+            step.observation = result.result if result.ok and holds_media(result.result) else format_tool_result(result)
             if name == FINISH and result.ok:
                 return "finish", None
         return "extracted", "max_iters"

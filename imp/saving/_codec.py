@@ -16,6 +16,7 @@ from imp._jsondata import JSONObject, JSONValue
 from imp._redact import is_secret_key
 from imp.adapters import Adapter, ChatAdapter, JSONAdapter, TemplateAdapter, XMLAdapter
 from imp.errors import ImpError, SignatureError
+from imp.media import MEDIA_KEY, Media
 from imp.models.base import LM
 from imp.models.scripted import ScriptedLM, StaticLM
 from imp.prediction import Example, Prediction
@@ -166,6 +167,8 @@ class Saver:
             return self.value(value.to_dict(), where, drop_secrets=drop_secrets, functions=functions)
         if isinstance(value, Prediction):
             return self.value(value.fields, where, drop_secrets=drop_secrets, functions=functions)
+        if isinstance(value, Media):
+            return value.dump()  # inline, checked by its SHA-256 on load (docs/media.md says why)
         if isinstance(value, enum.Enum):
             return self.value(value.value, where)
         if isinstance(value, _dt.datetime | _dt.date | _dt.time):
@@ -276,6 +279,23 @@ class Loader:
             return {k: self.value(v, f"{where}.{k}") for k, v in value.items()}
         if isinstance(value, list):
             return [self.value(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    def demos(self, saved: Any) -> tuple[Any, ...]:
+        """Saved demos, their media values read back (checked; never a path read or a URL fetched)."""
+        return tuple(self.media(d, f"demos[{i}]") for i, d in enumerate(saved or ()))
+
+    def media(self, value: Any, where: str) -> Any:
+        """A saved value with its saved media values (`{"$media": kind, ...}`) read back as values."""
+        if isinstance(value, Mapping):
+            if MEDIA_KEY in value:
+                try:
+                    return Media.load(value)
+                except (ValueError, TypeError) as exc:
+                    raise LoadError(f"{where}: {exc}") from None
+            return {k: self.media(v, f"{where}.{k}") for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.media(v, f"{where}[{i}]") for i, v in enumerate(value)]
         return value
 
     def signature(self, data: object) -> Signature:

@@ -15,6 +15,7 @@ from imp._json import loads_strict
 from imp._jsondata import JSONObject, JSONValue
 from imp._redact import redact_text
 from imp.errors import ImpError
+from imp.media import MEDIA_KEY
 from imp.models.base import LM
 from imp.programs._parameters import Optimized, optimized_by, set_optimized
 from imp.programs.base import Program
@@ -40,6 +41,9 @@ def _redacted(value: JSONValue, where: str, found: list[str]) -> JSONValue:
             found.append(where)
         return shown
     if isinstance(value, Mapping):
+        if MEDIA_KEY in value:  # its base64 is bytes, not text to search for secret shapes; its URL is text
+            url = value.get("url")
+            return {**value, "url": _redacted(url, f"{where}.url", found)} if isinstance(url, str) else value
         return {k: _redacted(v, f"{where}.{k}", found) for k, v in value.items()}
     if isinstance(value, list):
         return [_redacted(v, f"{where}[{i}]", found) for i, v in enumerate(value)]

@@ -12,6 +12,7 @@ from imp.models.base import Message
 from imp.programs.react._guidance import guidance
 from imp.programs.react._replay import current_turn_start, kind_of, note_renderer, plain_text_renderer, replay_turns
 from imp.programs.react._state import SUBMIT, THOUGHT_FIELD, Turn
+from imp.records import with_text
 
 if TYPE_CHECKING:
     from imp.programs.react._program import ReAct
@@ -89,7 +90,7 @@ def step_messages(program: ReAct, turn: Turn, *, thought_as_user: bool) -> list[
         section = turn.adapter.field_section(THOUGHT_FIELD, moved)
         last = messages[-1]
         if last["role"] == "user" and not last.get("tool_call_id"):
-            messages[-1] = {**last, "content": f"{last['content']}\n\n{section}".strip()}
+            messages[-1] = {**last, "content": with_text(last.get("content"), section)}
         else:
             messages.append({"role": "user", "content": section})
     return messages
