@@ -6,7 +6,7 @@ names it. Both LMs sleep 50 ms per request and answer in the format each request
 ChatAdapter's `[[ ## field ## ]]` sections, a JSON object for a JSON adapter, a fenced block for a
 plain reflection prompt), so no side pays for a parse failure and a fallback the other does not.
 
-    .venv/bin/python benchmarks/optimize.py                 # GEPA at 300 metric calls, BootstrapFewShot over 200
+    .venv/bin/python benchmarks/optimize.py                 # GEPA at 298 metric calls, BootstrapFewShot over 200
     .venv/bin/python benchmarks/optimize.py --calls 100     # a smaller GEPA budget
     .venv-bench/bin/python benchmarks/optimize.py           # beside dspy.GEPA and dspy.BootstrapFewShot
 
@@ -16,7 +16,10 @@ same 50 ms in `forward`; without it imp runs alone and says so. Before a ratio i
 sides' work is compared (benchmarks/_same_work.py) and the run stops if it differs:
 
 - GEPA, one proposal at a time (imp's `proposals_at_once=1`, the `gepa` package's own loop, which
-  DSPy drives): the same proposals, the same candidates accepted, the same best score.
+  DSPy drives): the same metric calls, proposals, candidates accepted and best score. The budget
+  is 298 because the two stop differently: imp never starts an iteration the budget cannot pay
+  for, the `gepa` package starts one while any budget is left, so at 300 it spends 304 (the seed's
+  and the accepted child's valsets, 20 each, then 6 calls an iteration: 298 is where both stop).
 - GEPA, imp's default rounds (several proposals at once): the same metric budget spent and the same
   best score reached; its proposals are more, and are counted and shown, not compared.
 - BootstrapFewShot over the whole trainset (`max_bootstrapped_demos` as large as it, one round, no
@@ -282,7 +285,7 @@ def _spent(side: Side, budget: int) -> str:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--calls", type=int, default=298, help="GEPA's max_metric_calls (see above: why 298)")
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument(
