@@ -112,19 +112,19 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
 # --- schemas from type hints ------------------------------------------------------------------
 
 
-def annotated(fn: Callable[..., Any]) -> Callable[..., Any]:
+def annotated(fn: Callable[..., object]) -> Callable[..., object]:
     """What holds a callable's type hints and docstring: a partial's function, an object's
     bound `__call__`, or the function itself."""
     while isinstance(fn, functools.partial):
         fn = fn.func
     if inspect.isroutine(fn) or isinstance(fn, type):
         return fn
-    call: Callable[..., Any] = getattr(fn, "__call__", fn)  # noqa: B004 - bound to the object
+    call: Callable[..., object] = getattr(fn, "__call__", fn)  # noqa: B004 - bound to the object
     return call
 
 
 def arguments_model(
-    fn: Callable[..., Any], model_name: str, namespace: Mapping[str, object] | None = None
+    fn: Callable[..., object], model_name: str, namespace: Mapping[str, object] | None = None
 ) -> type[pydantic.BaseModel]:
     """A pydantic model of a function's parameters (type hints and defaults), extra keys forbidden.
 

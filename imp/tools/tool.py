@@ -95,7 +95,7 @@ class Tool:
         }
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
+def _is_async(fn: Callable[..., object]) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
     if inspect.iscoroutinefunction(fn):
@@ -104,7 +104,7 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
-def _documentation(fn: Callable[..., Any]) -> Docstring:
+def _documentation(fn: Callable[..., object]) -> Docstring:
     """The parsed docstring of a tool's function: a callable object's `__call__` docstring, or its
     class's when `__call__` has none; a partial's function's."""
     while isinstance(fn, functools.partial):
@@ -229,7 +229,7 @@ def tool(
 _IMP_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _warn_if_undescribed(function: Callable[..., Any], name: str, description: str) -> None:
+def _warn_if_undescribed(function: Callable[..., object], name: str, description: str) -> None:
     """Warn, naming what to add, when a tool tells the model nothing but names: no description, untyped parameters.
 
     A warning, not an error, as DSPy and pydantic-ai accept such tools: they run, but the model
