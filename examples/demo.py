@@ -259,7 +259,7 @@ def show_messages(p: Printer, messages: Sequence[Message], note: str) -> None:
         text = content if isinstance(content, str) else repr(content)
         calls = message.get("tool_calls") or ()
         lines = [text] if text else []
-        lines.extend(f"-> {c['function']['name']}({c['function']['arguments']})  [{c['id']}]" for c in calls)
+        lines.extend(f"-> {c.name}({json.dumps(dict(c.arguments), ensure_ascii=False)})  [{c.id}]" for c in calls)
         p.block(role, "\n".join(lines))
 
 

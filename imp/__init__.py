@@ -6,6 +6,7 @@ from imp._json import ParseLimits
 from imp.adapters import (
     Adapter,
     ChatAdapter,
+    Guidance,
     JSONAdapter,
     TemplateAdapter,
     TemplateError,
@@ -150,6 +151,7 @@ __all__ = [
     "FunctionError",
     "FunctionProgram",
     "GEPA",
+    "Guidance",
     "History",
     "Image",
     "ImpError",

@@ -24,9 +24,12 @@ _NO_VALUE: Any = object()
 
 def fast_init[T](cls: type[T]) -> type[T]:
     """Give a frozen, slotted dataclass (no `__post_init__`, no keyword-only or `InitVar` fields)
-    an `__init__` with the same signature that sets each slot through its descriptor."""
+    an `__init__` with the same signature that sets each slot through its descriptor. A class kept
+    read-only by a `__setattr__` of its own base (the event payloads) takes it too: its `__init__`
+    never goes through that `__setattr__`."""
     params = getattr(cls, "__dataclass_params__", None)
-    if params is None or not params.frozen or "__slots__" not in cls.__dict__:
+    read_only = params is not None and (params.frozen or cls.__setattr__ is not object.__setattr__)
+    if not read_only or "__slots__" not in cls.__dict__:
         raise TypeError(f"fast_init is for frozen, slotted dataclasses; {cls.__name__} is not one")
     if hasattr(cls, "__post_init__"):
         raise TypeError(f"fast_init does not run __post_init__; {cls.__name__} has one")

@@ -121,8 +121,7 @@ def _exchange_text(exchange: Exchange) -> str:
         out.append(f"{role.capitalize()} message{name}:\n\n")
         body = [redact_text(_content(message))] if _content(message) else []
         for call in message.get("tool_calls") or ():
-            fn = call.get("function", {})
-            body.append(f"-> {fn.get('name')} {_arguments(fn.get('arguments') or {})}  [{call.get('id')}]")
+            body.append(f"-> {call.name} {_arguments(call.arguments)}  [{call.id}]")
         out.append("\n".join(body) + "\n\n")
     if exchange.error is not None:
         out.append("Error:\n\n" + redact_text(exchange.error) + "\n\n")

@@ -42,7 +42,7 @@ class PredictionMetadata:
             known = ", ".join([*sorted(_METADATA_KEYS), *self.extra])
             raise KeyError(f"prediction metadata has no key {key!r} (keys: {known})") from None
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> Any:
         """The value under `key`, or `default`."""
         try:
             return self[key]
@@ -71,7 +71,7 @@ class _Fields:
         except KeyError:
             raise AttributeError(self._no_field(name)) from None
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} values are immutable")
 
     def __getitem__(self, name: str) -> Any:
@@ -93,7 +93,7 @@ class _Fields:
     def __len__(self) -> int:
         return len(self._fields)
 
-    def get(self, name: str, default: Any = None) -> Any:
+    def get(self, name: str, default: object = None) -> Any:
         """The field's value, or `default`."""
         return self._fields.get(name, default)
 
@@ -121,7 +121,7 @@ class Prediction(_Fields):
 
     def __init__(
         self,
-        fields: Mapping[str, Any] | None = None,
+        fields: Mapping[str, object] | None = None,
         metadata: PredictionMetadata | None = None,
         *,
         complete: bool = True,
@@ -171,7 +171,7 @@ class Example(_Fields):
     _noun = "example"
     _input_keys: tuple[str, ...] | None
 
-    def __init__(self, base: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
+    def __init__(self, base: Mapping[str, object] | None = None, /, **fields: Any) -> None:
         object.__setattr__(self, "_fields", {**dict(base or {}), **fields})
         object.__setattr__(self, "_input_keys", None)
 

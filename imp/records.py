@@ -7,7 +7,7 @@ of imp, so adapters, models, tools and programs can all name these types.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NotRequired, Required, TypedDict
@@ -27,9 +27,9 @@ __all__ = [
     "ToolResult",
     "UnreadArguments",
     "Usage",
-    "WireToolCall",
     "content_text",
     "media_parts",
+    "message_tool_calls",
     "placed_media",
     "plain",
     "with_placed_media",
@@ -38,21 +38,6 @@ __all__ = [
 
 Role = Literal["system", "user", "assistant", "tool"]
 """Who speaks a chat message."""
-
-
-class WireFunction(TypedDict):
-    """The `function` part of an OpenAI-shaped tool call: a name and JSON-encoded arguments."""
-
-    name: str
-    arguments: str
-
-
-class WireToolCall(TypedDict):
-    """An OpenAI-shaped tool call as an assistant message carries it."""
-
-    id: str
-    type: Literal["function"]
-    function: WireFunction
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +64,16 @@ class Message(TypedDict, total=False):
 
     `role` is always there; `content` is the text (None beside tool calls), or a list of parts
     (text, `MediaPart`s, provider-shaped mappings) when the message carries media; `name` is the
-    participant's name (a history turn's `user_name` / `assistant_name`); `tool_calls` are the assistant's native calls
-    (as `ToolCall` records or OpenAI-shaped dicts); `tool_call_id` ties a `tool` message to its
-    call; `reasoning` and `reasoning_data` carry a provider's reasoning, verbatim, to continue a turn.
+    participant's name (a history turn's `user_name` / `assistant_name`); `tool_calls` are the
+    assistant's native calls, as `ToolCall` records (each client writes its provider's own shape);
+    `tool_call_id` ties a `tool` message to its call; `reasoning` and `reasoning_data` carry a
+    provider's reasoning, verbatim, to continue a turn.
     """
 
     role: Required[Role]
     content: str | list[ContentPart] | None
     name: NotRequired[str]
-    tool_calls: NotRequired[list[Any]]
+    tool_calls: NotRequired[list[ToolCall]]
     tool_call_id: NotRequired[str]
     reasoning: NotRequired[str]
     reasoning_data: NotRequired[Any]
@@ -149,7 +135,7 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": kept}
 
     @classmethod
-    def load(cls, data: Mapping[str, Any]) -> ToolCall:
+    def load(cls, data: Mapping[str, object]) -> ToolCall:
         """Read a call from its dump, or from an OpenAI-shaped or loosely named mapping."""
         fn = data.get("function")
         source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else data
@@ -159,6 +145,26 @@ class ToolCall:
             args = _read_arguments(args)
         kept = args if isinstance(args, UnreadArguments) else dict(args or {})
         return cls(id=str(data.get("id") or ""), name=str(name), arguments=kept)
+
+
+def message_tool_calls(message: Message) -> list[ToolCall]:
+    """A message's tool calls as `ToolCall` records, for a client to write in its provider's shape.
+
+    imp writes only records; a message built by hand may carry OpenAI-shaped (or loosely named)
+    mappings, read here once, so no client reads another provider's shape. A call without an id
+    gets its position (`call_0`, ...).
+    """
+    given: Sequence[object] = message.get("tool_calls") or ()
+    calls: list[ToolCall] = []
+    for index, item in enumerate(given):
+        if isinstance(item, ToolCall):
+            call = item
+        elif isinstance(item, Mapping):
+            call = ToolCall.load(item)
+        else:
+            raise TypeError(f"a message's tool call is an imp.ToolCall or a mapping, got {type(item).__name__}")
+        calls.append(call if call.id else ToolCall(f"call_{index}", call.name, call.arguments))
+    return calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,7 +356,7 @@ class Step(Mapping[str, Any]):
         return {key: _plain(self[key]) for key in self}
 
     @classmethod
-    def load(cls, data: Mapping[str, Any]) -> Step:
+    def load(cls, data: Mapping[str, object]) -> Step:
         """Read a step from its saved shape (or any mapping of a turn: fields, names, loop keys)."""
         if isinstance(data, Step):
             return data
@@ -386,12 +392,12 @@ def _loaded(value: Any) -> Any:
     return value
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> Any:
     """A JSON-friendly copy of a value that may hold records, datetimes or pydantic models."""
     return _plain(value)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     if isinstance(value, ToolCall | ToolResult | Step):
         return value.dump()
     if isinstance(value, Mapping):

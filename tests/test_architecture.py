@@ -24,19 +24,6 @@ MODULES = import_graph.modules()
 EDGES = import_graph.edges()
 
 TYPE_ONLY_CIRCLES: dict[tuple[str, ...], str] = {
-    (
-        "imp.programs.react._finish",
-        "imp.programs.react._guidance",
-        "imp.programs.react._last",
-        "imp.programs.react._loop",
-        "imp.programs.react._messages",
-        "imp.programs.react._program",
-        "imp.programs.react._replay",
-        "imp.programs.react._request",
-        "imp.programs.react._state",
-        "imp.programs.react._text",
-        "imp.programs.react._tools",
-    ): "the loop as (spec, state): every file below _program.py takes them and imports only files below it",
     ("imp.models._http", "imp.models._stream"): "one send chain in imp/models/_http.py",
     # The media writers name their client's class for its type only (imp/models/, being rewritten
     # into one send chain): settled when each writer takes what it reads of the client, not the class.

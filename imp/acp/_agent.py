@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,13 +21,11 @@ from imp.prediction import Prediction
 from imp.programs.base import Program
 from imp.programs.react import ReAct
 from imp.programs.stream import stream
+from imp.records import Step, ToolCall, ToolResult
 from imp.tools import Allow, Deny, ExecutionCancelled, Tool
 from imp.tools.authorization import AuthorizationRequest
 
 __all__ = ["PermissionPolicy", "SessionContext", "SessionStore", "serve"]
-
-log = logging.getLogger("imp.acp")
-
 
 Verdict = Literal["allow", "deny", "ask"]
 PermissionPolicy = Literal["client", "allow"] | Callable[[AuthorizationRequest], Verdict | Awaitable[Verdict]]
@@ -60,7 +57,7 @@ class SessionContext:
 class SessionStore(Protocol):
     """Where sessions' histories are kept between processes (enables `session/load`)."""
 
-    def save(self, session_id: str, history: Mapping[str, Any]) -> None: ...
+    def save(self, session_id: str, history: Mapping[str, object]) -> None: ...
 
     def load(self, session_id: str) -> Mapping[str, Any] | None: ...
 
@@ -123,7 +120,7 @@ class ImpAgent:
         self._sessions: dict[str, _Session] = {}
         self._conn: Any = None
 
-    def on_connect(self, conn: Any) -> None:
+    def on_connect(self, conn: object) -> None:
         self._conn = conn
 
     async def initialize(self, protocol_version: int, **_: Any) -> schema.InitializeResponse:
@@ -191,13 +188,13 @@ class ImpAgent:
         for session in sessions:
             await session.close()
 
-    async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> schema.NewSessionResponse:
+    async def new_session(self, cwd: str, mcp_servers: object = None, **_: Any) -> schema.NewSessionResponse:
         session_id = uuid.uuid4().hex
         await self._open(session_id, cwd, mcp_servers)
         return schema.NewSessionResponse(session_id=session_id)
 
     async def load_session(
-        self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
+        self, cwd: str, session_id: str, mcp_servers: object = None, **_: Any
     ) -> schema.LoadSessionResponse | None:
         saved = self._store.load(session_id) if self._store is not None else None
         if saved is None:
@@ -268,7 +265,8 @@ class ImpAgent:
             elif part.kind in ("field", "reasoning"):
                 await self._update(session_id, acp.update_agent_thought_text(part.delta))
             elif part.kind == "tool_call" and part.tool_call_id:
-                seen.calls.append({"id": part.tool_call_id, "name": part.tool_name, "arguments": part.arguments})
+                arguments = part.arguments if isinstance(part.arguments, Mapping) else {}
+                seen.calls.append(ToolCall(part.tool_call_id, part.tool_name or "tool", arguments))
                 tool = _tool_of(session.program, part.tool_name)
                 await self._update(
                     session_id,
@@ -282,13 +280,9 @@ class ImpAgent:
                 )
             elif part.kind == "tool_result" and part.tool_call_id:
                 tail = ""
-                seen.results[part.tool_call_id] = {
-                    "id": part.tool_call_id,
-                    "name": part.tool_name,
-                    "result": part.output,
-                    "outcome": part.outcome or "unknown",
-                    **({"error": part.error} if part.error is not None else {}),
-                }
+                seen.results[part.tool_call_id] = ToolResult(
+                    part.tool_call_id, part.tool_name or "tool", part.output, part.outcome or "unknown", part.error
+                )
                 failed = part.error is not None or part.outcome != "result"
                 shown = part.error if part.error is not None else _text(part.output)
                 await self._update(
@@ -362,7 +356,7 @@ class ImpAgent:
             return Allow()
         return Deny("the user rejected this call")
 
-    async def _update(self, session_id: str, update: Any) -> None:
+    async def _update(self, session_id: str, update: object) -> None:
         await self._conn.session_update(session_id=session_id, update=update)
 
 
@@ -372,28 +366,24 @@ class _Seen:
 
     input_key: str
     prompt: str
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: list[ToolCall] = field(default_factory=list)
+    results: dict[str, ToolResult] = field(default_factory=dict)
 
-    def history(self, before: History | None) -> History | None:
-        """The history before the turn plus the prompt and each call, unfinished ones cancelled."""
+    def history(self, before: History | None) -> History:
+        """The history before the turn plus one step: the prompt and each call, unfinished ones cancelled."""
         results = [
-            self.results.get(c["id"])
-            or {"id": c["id"], "name": c["name"], "outcome": "unknown", "error": "cancelled: the turn was cancelled"}
+            self.results.get(c.id) or ToolResult(c.id, c.name, None, "unknown", "cancelled: the turn was cancelled")
             for c in self.calls
         ]
-        step: dict[str, Any] = {self.input_key: self.prompt, "tool_calls": self.calls}
-        if self.calls:
-            step["tool_call_results"] = results
-        try:
-            added = History.load({"type": "history", "messages": [step]})
-        except Exception:  # a step the history cannot hold: keep the history as it was
-            log.warning("imp.acp: the cancelled turn could not be kept in the history", exc_info=True)
-            return before
-        return (before or History()).extend(added)
+        step = Step(
+            fields={self.input_key: self.prompt},
+            tool_calls=tuple(self.calls),
+            results=tuple(results) if self.calls else None,
+        )
+        return (before or History()).append(step)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A tool's output as the client shows it: text as it is, anything else as JSON."""
     if isinstance(value, str):
         return value

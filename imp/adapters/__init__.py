@@ -1,7 +1,8 @@
 """Adapters: message assembly shared by every dialect, then one module per dialect."""
 
 from imp.adapters._names import ADAPTER_NAMES, as_adapter
-from imp.adapters.base import FORMAT_OPTIONS, Adapter, FormatOptions
+from imp.adapters._registry import SavedAdapter, load_adapter, saved_adapter, saved_names
+from imp.adapters.base import FORMAT_OPTIONS, Adapter, FormatOptions, Guidance
 from imp.adapters.chat import ChatAdapter
 from imp.adapters.json import JSONAdapter
 from imp.adapters.template import TemplateAdapter, TemplateError, TemplateMessage, Turns, assistant, system, turns, user
@@ -13,7 +14,9 @@ __all__ = [
     "ChatAdapter",
     "FORMAT_OPTIONS",
     "FormatOptions",
+    "Guidance",
     "JSONAdapter",
+    "SavedAdapter",
     "TemplateAdapter",
     "TemplateError",
     "TemplateMessage",
@@ -21,6 +24,9 @@ __all__ = [
     "XMLAdapter",
     "as_adapter",
     "assistant",
+    "load_adapter",
+    "saved_adapter",
+    "saved_names",
     "system",
     "turns",
     "user",

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from imp.adapters._registry import ADAPTER_NAMES
 from imp.adapters.base import Adapter
-from imp.adapters.chat import ChatAdapter
-from imp.adapters.json import JSONAdapter
-from imp.adapters.xml import XMLAdapter
 
 __all__ = ["ADAPTER_NAMES", "as_adapter"]
 
-ADAPTER_NAMES: dict[str, type[Adapter]] = {"chat": ChatAdapter, "json": JSONAdapter, "xml": XMLAdapter}
-"""The dialects by name, as `adapter="json"` spells them."""
 
-
-def as_adapter(value: Any, *, option: str = "adapter") -> Adapter | None:
+def as_adapter(value: object, *, option: str = "adapter") -> Adapter | None:
     """An Adapter instance for `adapter=...`: an instance as is, a class instantiated, a name looked up.
 
     None stays None (the program uses the configured adapter). Anything else is refused with a
@@ -30,7 +23,7 @@ def as_adapter(value: Any, *, option: str = "adapter") -> Adapter | None:
             raise TypeError(
                 f"{option}={value.__name__} cannot be built without arguments ({exc}); pass an instance"
             ) from None
-    choices = ", ".join(repr(n) for n in ADAPTER_NAMES)
+    choices = ", ".join(repr(n) for n in sorted(ADAPTER_NAMES))
     if isinstance(value, str):
         known = ADAPTER_NAMES.get(value.strip().lower().removesuffix("adapter"))
         if known is not None:

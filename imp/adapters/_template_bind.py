@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from imp.adapters._template_form import placeholder
 from imp.adapters._template_text import For, If, Node, Text, Value, walk
 from imp.signature import Field, Signature
@@ -94,7 +92,7 @@ def truth_of_field(value: Value, scope: dict[str, object]) -> bool:
     return isinstance(field, Field) and value.attribute != "value" and bool(attribute(field, value.attribute))
 
 
-def has_value(value: Any) -> bool:
+def has_value(value: object) -> bool:
     """What `{% if name %}` tests: a value other than None, an empty string or an empty collection."""
     if value is None:
         return False

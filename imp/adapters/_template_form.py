@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from imp.adapters._split import FieldSplitter
 from imp.adapters._template_text import TemplateError
-from imp.signature import Field
+from imp.signature import Field, Signature
 from imp.values import base_annotation, render_value, type_name
 
-__all__ = ["SLOT", "Form", "placeholder", "split_slots"]
+__all__ = ["SLOT", "Form", "form_splitter", "placeholder", "split_slots"]
 
 SLOT = "\ue000{}\ue001"
 """How a value's place is marked while the form is expanded (private-use characters, never in a template)."""
@@ -86,7 +86,7 @@ class Form:
                 )
         return cls(tuple(texts), tuple(fields))
 
-    def write(self, values: Mapping[str, Any], missing: str) -> str:
+    def write(self, values: Mapping[str, object], missing: str) -> str:
         """The form filled with values (a demo's or a history turn's outputs)."""
         out = [self.texts[0]]
         for item, text in zip(self.fields, self.texts[1:], strict=True):
@@ -94,7 +94,7 @@ class Form:
             out.append(text)
         return "".join(out).strip()
 
-    def check_value(self, name: str, value: Any) -> None:
+    def check_value(self, name: str, value: object) -> None:
         """Refuse a value that holds the text read as the end of its place (it would be read back cut short)."""
         for i, item in enumerate(self.fields):
             pattern = self.patterns[i + 1]
@@ -146,3 +146,44 @@ class Form:
             if value:
                 found[self.fields[i].name] = value
         return found
+
+
+def form_splitter(form: Form | None, signature: Signature) -> FieldSplitter:
+    """A streamed reply read by the form: each output opens at the text before it and ends at the next
+    text (no form: the whole reply is the one output)."""
+    if form is None:
+        (only,) = signature.outputs
+        return FieldSplitter(lambda buf, pos: (only, 0, 0) if pos == 0 else None, lambda b, p, f: None, lambda f: ())
+    patterns = form.patterns
+    names = [f.name for f in form.fields]
+    anchors = tuple(" ".join(t.split()) for t in form.texts)
+    opened = 0  # the outputs opened so far: the form's order is the reply's
+
+    def anchor(i: int, buf: str, pos: int) -> tuple[int, int] | None:
+        pattern = patterns[i]
+        if pattern is None:
+            return (0, 0) if i == 0 else None
+        match = pattern.search(buf, pos)
+        return match.span() if match is not None else None
+
+    def find_open(buf: str, pos: int) -> tuple[str, int, int] | None:
+        nonlocal opened
+        for i in range(opened, len(names)):
+            span = anchor(i, buf, pos)
+            if span is not None:
+                opened = i + 1
+                return names[i], span[0], span[1]
+        return None
+
+    def find_close(buf: str, pos: int, field: str) -> tuple[int, int] | None:
+        for i in range(names.index(field) + 1, len(names) + 1):
+            span = anchor(i, buf, pos)
+            if span is not None:
+                return span[0], span[0]
+        return None
+
+    def markers(field: str) -> tuple[str, ...]:
+        later = anchors[names.index(field) + 1 :] if field else anchors
+        return tuple(a for a in later if a)
+
+    return FieldSplitter(find_open, find_close, markers)

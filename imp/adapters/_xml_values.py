@@ -187,7 +187,7 @@ def elements(text: str, budget: Budget) -> list[tuple[str, str]]:
 # --- writing -----------------------------------------------------------------------------
 
 
-def to_xml(value: Any, indent: str = "") -> str:
+def to_xml(value: object, indent: str = "") -> str:
     """JSON-like data as nested tags (objects with non-XML keys, and empty ones, as JSON text)."""
     if isinstance(value, Mapping | list | tuple) and not value:
         # `[]` rather than an empty element: in `str | list[int]` an empty element is "".
@@ -201,7 +201,7 @@ def to_xml(value: Any, indent: str = "") -> str:
     return escape(render_value(value))
 
 
-def _nested(value: Any, indent: str) -> str:
+def _nested(value: object, indent: str) -> str:
     if isinstance(value, Mapping | list | tuple):
         inner = to_xml(value, indent + "  ")
         return f"\n{inner}\n{indent}" if inner.lstrip().startswith("<") else inner
@@ -236,7 +236,7 @@ def skeleton(annotation: Any, seen: frozenset[Any] = frozenset()) -> str | None:
 # --- reading -----------------------------------------------------------------------------
 
 
-def structured(annotation: Any) -> bool:
+def structured(annotation: object) -> bool:
     """Whether values of this annotation are written as nested tags (lists, objects, models)."""
     annotation = base_annotation(annotation)
     origin = typing.get_origin(annotation)
@@ -247,7 +247,7 @@ def structured(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
 
 
-def takes_tags(annotation: Any) -> bool:
+def takes_tags(annotation: object) -> bool:
     """Whether a field's value may be written as nested tags: structured, or a union with a structured member."""
     base = base_annotation(annotation)
     if structured(base):
@@ -255,7 +255,7 @@ def takes_tags(annotation: Any) -> bool:
     return typing.get_origin(base) in (Union, types.UnionType) and any(structured(a) for a in typing.get_args(base))
 
 
-def _members(annotation: Any) -> dict[str, tuple[str, Any]] | None:
+def _members(annotation: object) -> dict[str, tuple[str, Any]] | None:
     """An object annotation's members by tag: tag -> (the key validation takes, the member's type), or None.
 
     A pydantic model's tags are its field names (always XML names, as DSPy writes them); its alias,
@@ -302,18 +302,18 @@ def _rekeyed(value: Any, annotation: Any, depth: int = 0) -> Any:
     return out
 
 
-def _is_sequence(annotation: Any) -> bool:
+def _is_sequence(annotation: object) -> bool:
     base = base_annotation(annotation)
     return (typing.get_origin(base) or base) in _SEQUENCES
 
 
-def _add(out: dict[str, Any], key: str, value: Any, member: Any) -> None:
+def _add(out: dict[str, Any], key: str, value: object, member: object) -> None:
     """Put a child's value under its key: the first wins, but a list member's repeated tags add up
     (`<labels>a</labels><labels>b</labels>` is `["a", "b"]`, as DSPy reads it)."""
     if key not in out:
         out[key] = value
-    elif _is_sequence(member) and isinstance(out[key], list) and isinstance(value, list):
-        out[key] = [*out[key], *value]
+    elif _is_sequence(member) and isinstance(held := out[key], list) and isinstance(value, list):
+        out[key] = [*held, *value]
 
 
 def read_value(inner: str, annotation: Any, budget: Budget, depth: int = 1) -> Any:
@@ -395,7 +395,7 @@ def _shaped_members(annotation: Any, children: list[tuple[str, str]]) -> list[An
     return sorted(shaped, key=lambda member: _left_over(children, member))
 
 
-def _left_over(children: list[tuple[str, str]], annotation: Any) -> int:
+def _left_over(children: list[tuple[str, str]], annotation: object) -> int:
     """How many children an object annotation has no place for: unknown tags, and a non-list member's
     repeats (every child, for a type that is not an object)."""
     members = _members(base_annotation(annotation))
@@ -412,7 +412,7 @@ def _left_over(children: list[tuple[str, str]], annotation: Any) -> int:
     return left
 
 
-def _validates(value: Any, annotation: Any) -> bool:
+def _validates(value: object, annotation: object) -> bool:
     try:
         _validator(annotation).validate_python(value)
     except (pydantic.ValidationError, TypeError, ValueError):
@@ -434,7 +434,7 @@ def _untyped(children: list[tuple[str, str]], budget: Budget, depth: int) -> Any
     return out
 
 
-def _leaf(text: str, annotation: Any) -> Any:
+def _leaf(text: str, annotation: object) -> Any:
     if annotation is Any:
         try:
             return loads_strict(text)

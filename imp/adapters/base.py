@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import abc
 import inspect
-import json
 import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol
 
+from imp.adapters._split import Splitter, WholeReply
 from imp.errors import AdapterParseError, InvalidInputError
 from imp.history import History, tool_result_content
 from imp.prediction import Prediction
-from imp.records import Message, Step, ToolCall, ToolResult, with_placed_media
+from imp.records import Message, Step, ToolResult, with_placed_media
 from imp.signature import Field, Signature
 from imp.values import CoercionError, coerce_text, coerce_value, load_json_object, render_value
 
@@ -54,27 +54,14 @@ MARKER_LINE = re.compile(r"\[\[ ## (\w+) ## \]\]")
 """A Chat field marker, `[[ ## name ## ]]`, at the start of a (stripped) line."""
 
 
-class Guidance(TypedDict, total=False):
-    """What a tool loop tells the adapter about itself (the `guidance` format option); every key optional.
+@dataclass(frozen=True, slots=True)
+class Guidance:
+    """What a tool loop adds to the instructions (the `guidance` format option): its own lines, after
+    the `agent_line`, and whether a reply may be plain text (`text_answer`: the system message then
+    shows the inputs' layout only, as a text answer carries no output markers)."""
 
-    `tool_names` are listed in the instructions (or `tool_listing`, the tools as text, for an LM
-    without native tools: `written_tools`). The turn ends by `submit_tool` (its outputs are
-    `output_names`, described by `output_lines`), by one of `finish_tools`, or by the plain text
-    of `text_field`; `text_answer` says the reply has no output markers, and `answer_desc` follows
-    the sentence that says so.
-    """
-
-    written_tools: bool
-    text_field: str
-    text_answer: bool
-    submit_tool: str | None
-    finish_tools: list[str]
-    tool_names: list[str]
-    input_names: list[str]
-    output_names: list[str]
-    answer_desc: str
-    output_lines: list[str]
-    tool_listing: str
+    lines: tuple[str, ...] = ()
+    text_answer: bool = False
 
 
 class LMCapabilitiesLike(Protocol):
@@ -97,7 +84,7 @@ class FormatOptions:
 
     demos: Sequence[Mapping[str, Any]] = ()
     response_instruction: bool = True
-    guidance: Mapping[str, Any] | None = None
+    guidance: Guidance | None = None
     agent_line: str | None = DEFAULT_AGENT_LINE
     omit_empty_request: bool = False
     output_renderer: Callable[..., str] | None = None
@@ -120,6 +107,10 @@ class FormatOptions:
             if isinstance(known["demos"], str | bytes | Mapping):
                 raise TypeError(f"demos is a list of mappings of fields, got {type(known['demos']).__name__}")
             known["demos"] = tuple(known["demos"] or ())
+        if "guidance" in known and known["guidance"] is not None and not isinstance(known["guidance"], Guidance):
+            raise TypeError(
+                f"guidance is an imp.Guidance(lines=..., text_answer=...), got {type(known['guidance']).__name__}"
+            )
         if "agent_line" in known and known["agent_line"] is not None and not isinstance(known["agent_line"], str):
             raise TypeError("agent_line is a string, or None to leave the line out")
         return cls(**known)
@@ -132,7 +123,7 @@ class FormatOptions:
 _DEFAULT_OPTIONS = FormatOptions()
 
 
-def message_name(value: Any) -> str | None:
+def message_name(value: object) -> str | None:
     """A participant name is used only when it is a non-empty string."""
     return value if isinstance(value, str) and value else None
 
@@ -173,7 +164,7 @@ class Adapter(abc.ABC):
     # --- dialect hooks -------------------------------------------------------------------
 
     @abc.abstractmethod
-    def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
+    def default_system(self, signature: Signature, options: Mapping[str, object]) -> str:
         """The system message this dialect writes."""
 
     @abc.abstractmethod
@@ -181,7 +172,7 @@ class Adapter(abc.ABC):
         """One input's section in a user message."""
 
     @abc.abstractmethod
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         """An assistant message holding outputs (demos and history turns)."""
 
     @abc.abstractmethod
@@ -205,16 +196,21 @@ class Adapter(abc.ABC):
         """One field's value under this dialect's marker, as a user message shows it (`[[ ## name ## ]]`)."""
         return f"[[ ## {name} ## ]]\n{text}"
 
-    def reply_text(self, signature: Signature, values: Mapping[str, Any]) -> str:
+    def reply_text(self, signature: Signature, values: Mapping[str, object]) -> str:
         """Output values written the way this dialect asks the model to reply (a tool loop replays its steps so)."""
         return self.default_outputs(signature, values, MISSING_IN_HISTORY).strip()
 
-    def check(self, signature: Signature, demos: Sequence[Mapping[str, Any]] = ()) -> None:  # noqa: B027 - optional hook
+    def field_splitter(self, signature: Signature) -> Splitter:
+        """How a streamed reply is read field by field as it is written (`imp.stream`). A dialect that
+        does not say gets `WholeReply`: its fields arrive whole, read by `parse_text`, when the reply ends."""
+        return WholeReply(self.parse_text, signature)
+
+    def check(self, signature: Signature, demos: Sequence[Mapping[str, object]] = ()) -> None:  # noqa: B027 - optional hook
         """Refuse, when a program is built, a signature or demos this dialect cannot write and read back."""
 
     # --- formatting ----------------------------------------------------------------------
 
-    def format(self, signature: Signature, inputs: Mapping[str, Any], **options: Any) -> list[Message]:
+    def format(self, signature: Signature, inputs: Mapping[str, object], **options: Any) -> list[Message]:
         """The messages for one request: system, demos, history turns, then the request."""
         return self.format_with(signature, inputs, FormatOptions.read(options))
 
@@ -249,7 +245,7 @@ class Adapter(abc.ABC):
         render_opts["default_system"] = self.default_system
         return opts.system_renderer(signature, render_opts)
 
-    def render_section(self, field: Field, value: Any, opts: FormatOptions) -> str:
+    def render_section(self, field: Field, value: object, opts: FormatOptions) -> str:
         """One input section, through `input_section_renderer` when one is given."""
         formatted = render_value(value, field)
         if opts.input_section_renderer is not None:
@@ -259,7 +255,7 @@ class Adapter(abc.ABC):
     def user_content(
         self,
         signature: Signature,
-        values: Mapping[str, Any],
+        values: Mapping[str, object],
         opts: FormatOptions,
         *,
         prefix: str = "",
@@ -280,7 +276,7 @@ class Adapter(abc.ABC):
         return "\n\n".join(parts).strip()
 
     def render_outputs(
-        self, signature: Signature, outputs: Mapping[str, Any], missing_message: str, opts: FormatOptions
+        self, signature: Signature, outputs: Mapping[str, object], missing_message: str, opts: FormatOptions
     ) -> str:
         """An assistant message with outputs, through `output_renderer` when one is given."""
         renderer = opts.output_renderer
@@ -293,7 +289,7 @@ class Adapter(abc.ABC):
         return renderer(signature, outputs, missing_message)
 
     def format_demos(
-        self, signature: Signature, demos: Sequence[Mapping[str, Any]], opts: FormatOptions
+        self, signature: Signature, demos: Sequence[Mapping[str, object]], opts: FormatOptions
     ) -> list[Message]:
         """Demos as user/assistant pairs: incomplete ones (marked) first, then complete ones."""
         complete: list[Mapping[str, Any]] = []
@@ -367,7 +363,7 @@ class Adapter(abc.ABC):
             assistant = {
                 "role": "assistant",
                 "content": turn.thought or "",
-                "tool_calls": [openai_tool_call(c) for c in calls],
+                "tool_calls": list(calls),
             }
             if turn.reasoning_data is not None:
                 assistant["reasoning_data"] = turn.reasoning_data
@@ -396,7 +392,7 @@ class Adapter(abc.ABC):
 
     # --- parsing -------------------------------------------------------------------------
 
-    def parse(self, signature: Signature, completion: str | Mapping[str, Any] | Prediction) -> dict[str, Any]:
+    def parse(self, signature: Signature, completion: str | Mapping[str, object] | Prediction) -> dict[str, Any]:
         """The output fields of a reply (text, a mapping of fields, or a Prediction)."""
         if isinstance(completion, Prediction):
             return self.parse_mapping(signature, completion.fields)
@@ -420,7 +416,7 @@ class Adapter(abc.ABC):
             return None
         return self.complete(signature, {text_field: text.strip()}, completion=text)
 
-    def parse_mapping(self, signature: Signature, values: Mapping[str, Any]) -> dict[str, Any]:
+    def parse_mapping(self, signature: Signature, values: Mapping[str, object]) -> dict[str, Any]:
         """Coerce and complete a mapping of output fields."""
         present = {k: v for k, v in values.items() if k in signature.outputs}
         return self.complete(signature, present, completion=values, coerce=coerce_value)
@@ -428,9 +424,9 @@ class Adapter(abc.ABC):
     def complete(
         self,
         signature: Signature,
-        found: Mapping[str, Any],
+        found: Mapping[str, object],
         *,
-        completion: str | Mapping[str, Any],
+        completion: str | Mapping[str, object],
         coerce: Callable[[Field, Any], Any] = coerce_text,
     ) -> dict[str, Any]:
         """Coerce each found value; fill absent outputs from defaults or None; refuse what is missing."""
@@ -478,59 +474,17 @@ class Adapter(abc.ABC):
         return f"{type(self).__name__}()"
 
 
-def openai_tool_call(call: ToolCall) -> dict[str, Any]:
-    """A tool call in the OpenAI message shape (arguments as a JSON string)."""
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments), ensure_ascii=False)},
-    }
-
-
 def objective(instructions: str) -> str:
     """DSPy's objective line: the instructions dedented, each line on its own indented line."""
     lines = textwrap.dedent(instructions).splitlines()
     return "In adhering to this structure, your objective is: " + ("\n" + " " * 8).join(["", *lines])
 
 
-def guidance_lines(signature: Signature, guidance: Mapping[str, Any] | None, agent_line: str | None) -> list[str]:
-    """The loop's guidance as instruction lines: agent line, when to call, how to finish, the tools."""
-    if not guidance:
+def loop_lines(guidance: Guidance | None, agent_line: str | None) -> list[str]:
+    """A tool loop's lines for the instructions: the agent line, then the loop's own (none without guidance)."""
+    if guidance is None:
         return []
-    lines: list[str] = []
-    if agent_line:
-        lines.append(agent_line)
-    if guidance.get("written_tools"):
-        lines.append("Call tools when more information is needed, by writing the calls in `tool_calls`.")
-    else:
-        lines.append("Call tools when more information is needed.")
-    submit = guidance.get("submit_tool")
-    finish_tools = list(guidance.get("finish_tools") or ())
-    if submit:
-        outputs = ", ".join(f"`{n}`" for n in guidance.get("output_names") or signature.outputs)
-        lines.append(f"When the final answer is ready, call `{submit}` with {outputs}.")
-        described = list(guidance.get("output_lines") or ())
-        if described:
-            lines.append(f"The outputs `{submit}` takes:")
-            lines.extend(described)
-    elif finish_tools:
-        names = " or ".join(f"`{n}`" for n in finish_tools)
-        lines.append(f"To end the turn, call {names}.")
-    elif guidance.get("written_tools"):
-        text_field = guidance.get("text_field") or "next_thought"
-        lines.append(f"When the final answer is ready, write it in `{text_field}`, and leave `tool_calls` empty.")
-    else:
-        lines.append("When the final answer is ready, write it as plain text without calling a tool.")
-        answer_desc = guidance.get("answer_desc")
-        if answer_desc:
-            lines.append(str(answer_desc))
-    tools = list(guidance.get("tool_names") or ())
-    if guidance.get("tool_listing"):
-        lines.append("The available tools are:")
-        lines.extend(str(guidance["tool_listing"]).splitlines())
-    elif tools:
-        lines.append("The available tools are: " + ", ".join(f"`{t}`" for t in tools) + ".")
-    return lines
+    return [agent_line, *guidance.lines] if agent_line else list(guidance.lines)
 
 
 _TURN_NAMES = frozenset({"user_name", "assistant_name"})

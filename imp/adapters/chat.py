@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from imp.adapters._fields import field_descriptions, placeholder
-from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, guidance_lines, objective
+from imp.adapters._registry import register_adapter
+from imp.adapters._split import FieldSplitter, Splitter, with_plain_text
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, loop_lines, objective
 from imp.adapters.json import JSONAdapter
 from imp.signature import Field, Signature
 from imp.values import format_requirement, render_value
@@ -51,8 +53,8 @@ class ChatAdapter(Adapter):
     def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
         guidance = options.get("guidance")
         agent_line = options.get("agent_line", DEFAULT_AGENT_LINE)
-        instructions = "\n".join([signature.instructions, *guidance_lines(signature, guidance, agent_line)])
-        if guidance and guidance.get("text_answer"):
+        instructions = "\n".join([signature.instructions, *loop_lines(guidance, agent_line)])
+        if guidance is not None and guidance.text_answer:
             return (
                 f"Your input fields are:\n{field_descriptions(signature.inputs)}\n"
                 f"{_INPUTS_LEAD}\n\n{_sections_text(signature.inputs)}\n\n"
@@ -80,7 +82,7 @@ class ChatAdapter(Adapter):
     def input_section(self, field: Field, formatted_value: str) -> str:
         return f"[[ ## {field.name} ## ]]\n{formatted_value}"
 
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         sections = [
             f"[[ ## {name} ## ]]\n{render_value(outputs[name], f) if name in outputs else missing_message}"
             for name, f in signature.outputs.items()
@@ -120,6 +122,27 @@ class ChatAdapter(Adapter):
                 found[name] = body
         return self.complete(signature, found, completion=text)
 
+    def field_splitter(self, signature: Signature) -> Splitter:
+        names = [*signature.outputs, "completed"]
+        marker = re.compile(r"\[\[ ## (" + "|".join(re.escape(n) for n in names) + r") ## \]\][^\S\n]*")
+
+        def find_open(buf: str, pos: int) -> tuple[str, int, int] | None:
+            while (match := marker.search(buf, pos)) is not None:
+                if match.group(1) != "completed":
+                    return match.group(1), match.start(), match.end()
+                pos = match.end()
+            return None
+
+        def find_close(buf: str, pos: int, field: str) -> tuple[int, int] | None:
+            match = marker.search(buf, pos)
+            return (match.start(), match.start()) if match is not None else None
+
+        texts = tuple(f"[[ ## {n} ## ]]" for n in names)
+        return with_plain_text(FieldSplitter(find_open, find_close, lambda field: texts), signature, "[")
+
     @property
     def fallback(self) -> Adapter | None:
         return JSONAdapter()
+
+
+register_adapter(ChatAdapter, saved="ChatAdapter", option="chat")

@@ -11,7 +11,9 @@ from pydantic_core import to_jsonable_python
 
 from imp._json import OverLimit, find_object
 from imp.adapters._fields import field_descriptions, placeholder
-from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, LMLike, guidance_lines, objective
+from imp.adapters._registry import register_adapter
+from imp.adapters._split import JSONSplitter, Splitter, with_plain_text
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, LMLike, loop_lines, objective
 from imp.errors import AdapterParseError
 from imp.signature import Field, Signature
 from imp.values import coerce_value, format_requirement, load_json_object, unwrap_fence
@@ -31,7 +33,7 @@ def find_json_object(text: str) -> str | None:
     return find_object(text)
 
 
-def _strict(node: Any) -> bool:
+def _strict(node: object) -> bool:
     """Make every object closed with all properties required; False if an object is open-ended."""
     if isinstance(node, dict):
         if node.get("type") == "object" or "properties" in node:
@@ -60,9 +62,7 @@ class JSONAdapter(Adapter):
 
     def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
         agent_line = options.get("agent_line", DEFAULT_AGENT_LINE)
-        instructions = "\n".join(
-            [signature.instructions, *guidance_lines(signature, options.get("guidance"), agent_line)]
-        )
+        instructions = "\n".join([signature.instructions, *loop_lines(options.get("guidance"), agent_line)])
         inputs = "\n\n".join(f"[[ ## {n} ## ]]\n{{{n}}}" for n in signature.inputs)
         outputs = json.dumps({n: placeholder(f) for n, f in signature.outputs.items()}, indent=2, ensure_ascii=False)
         parts = [
@@ -82,7 +82,7 @@ class JSONAdapter(Adapter):
     def input_section(self, field: Field, formatted_value: str) -> str:
         return f"[[ ## {field.name} ## ]]\n{formatted_value}"
 
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         body = {n: to_jsonable_python(outputs[n]) if n in outputs else missing_message for n in signature.outputs}
         return json.dumps(body, indent=2, ensure_ascii=False)
 
@@ -109,6 +109,9 @@ class JSONAdapter(Adapter):
             return {"response_format": {"type": "json_object"}}
         return {}
 
+    def field_splitter(self, signature: Signature) -> Splitter:
+        return with_plain_text(JSONSplitter(frozenset(signature.outputs)), signature, "{`")
+
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
         plain = self.text_field_reply(signature, text)
         if plain is not None:
@@ -126,3 +129,6 @@ class JSONAdapter(Adapter):
                 raise AdapterParseError(_why(exc), adapter=self.name, completion=text) from None
         present = {k: v for k, v in values.items() if k in signature.outputs}
         return self.complete(signature, present, completion=text, coerce=coerce_value)
+
+
+register_adapter(JSONAdapter, saved="JSONAdapter", option="json")

@@ -7,8 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from imp.adapters._registry import register_adapter
+from imp.adapters._split import JSONSplitter, Splitter, prefilled, with_plain_text
 from imp.adapters._template_bind import attribute, has_value, line_span, specialize, truth_of_field, uses_value
-from imp.adapters._template_form import SLOT, Form, placeholder, split_slots
+from imp.adapters._template_form import SLOT, Form, form_splitter, placeholder, split_slots
 from imp.adapters._template_items import (
     Role,
     TemplateItem,
@@ -32,7 +34,7 @@ from imp.adapters._template_text import (
     render,
     walk,
 )
-from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, LMLike, guidance_lines, message_name
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, FormatOptions, Guidance, LMLike, loop_lines, message_name
 from imp.adapters.json import JSONAdapter
 from imp.errors import AdapterParseError
 from imp.records import Message, with_placed_media
@@ -138,7 +140,7 @@ class TemplateAdapter(Adapter):
         ]
 
     @classmethod
-    def load(cls, data: Sequence[Mapping[str, Any]]) -> TemplateAdapter:
+    def load(cls, data: Sequence[Mapping[str, object]]) -> TemplateAdapter:
         """A template adapter from `dump()` output."""
         return cls([turns() if dict(x) == {"role": "turns"} else x for x in data])
 
@@ -153,7 +155,7 @@ class TemplateAdapter(Adapter):
 
     # --- checking a template against a signature -----------------------------------------
 
-    def check(self, signature: Signature, demos: Sequence[Mapping[str, Any]] = ()) -> None:
+    def check(self, signature: Signature, demos: Sequence[Mapping[str, object]] = ()) -> None:
         """Refuse a template that names what the signature lacks, whose replies could not be read back,
         or a demo that could not be written unambiguously."""
         task = signature.without(signature.history_field) if signature.history_field else signature
@@ -279,7 +281,7 @@ class TemplateAdapter(Adapter):
     def instruction(
         self,
         signature: Signature,
-        guidance: Mapping[str, Any] | None = None,
+        guidance: Guidance | None = None,
         agent_line: str | None = DEFAULT_AGENT_LINE,
     ) -> str:
         """What `{instruction}` says: the function's name, the instructions, output guidance, the loop's lines."""
@@ -291,7 +293,7 @@ class TemplateAdapter(Adapter):
         described = [f"- {f.name}: {f.desc}" for f in signature.outputs.values() if f.desc]
         if described:
             parts.append("Output guidance:\n" + "\n".join(described))
-        lines = guidance_lines(signature, guidance, agent_line)
+        lines = loop_lines(guidance, agent_line)
         if lines:
             parts.append("\n".join(lines))
         return "\n\n".join(p for p in parts if p)
@@ -299,7 +301,7 @@ class TemplateAdapter(Adapter):
     def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
         return self._head_system(signature, options.get("inputs") or {}, FormatOptions.read(options))
 
-    def _head_system(self, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
+    def _head_system(self, signature: Signature, values: Mapping[str, object], opts: FormatOptions) -> str:
         bound = self._bind(signature)
         if bound.system is not None and opts.guidance is None and opts.agent_line == DEFAULT_AGENT_LINE:
             return bound.system
@@ -309,7 +311,7 @@ class TemplateAdapter(Adapter):
     def input_section(self, field: Field, formatted_value: str) -> str:
         return formatted_value
 
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         bound = self._bind(signature)
         if bound.form is not None:
             return bound.form.write(outputs, missing_message)
@@ -323,7 +325,7 @@ class TemplateAdapter(Adapter):
 
     # --- formatting ----------------------------------------------------------------------
 
-    def _render(self, part: _Part, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
+    def _render(self, part: _Part, signature: Signature, values: Mapping[str, object], opts: FormatOptions) -> str:
         bound = self._bind(signature)
         fields = signature.inputs
         out: list[str] = []
@@ -395,7 +397,7 @@ class TemplateAdapter(Adapter):
             messages.append({"role": "assistant", "content": self._prefill})
         return with_placed_media(messages)
 
-    def _system_text(self, signature: Signature, values: Mapping[str, Any], opts: FormatOptions) -> str:
+    def _system_text(self, signature: Signature, values: Mapping[str, object], opts: FormatOptions) -> str:
         """The system message, through `system_renderer` when one is given (its default sees the inputs)."""
         if opts.system_renderer is None:
             last = self._last
@@ -405,7 +407,7 @@ class TemplateAdapter(Adapter):
             return self._head_system(signature, values, opts)
         render_opts = opts.as_dict()
 
-        def default(sig: Signature, options: Mapping[str, Any]) -> str:
+        def default(sig: Signature, options: Mapping[str, object]) -> str:
             return self.default_system(sig, {**options, "inputs": values})
 
         render_opts["default_system"] = default
@@ -414,7 +416,7 @@ class TemplateAdapter(Adapter):
     def user_content(
         self,
         signature: Signature,
-        values: Mapping[str, Any],
+        values: Mapping[str, object],
         opts: FormatOptions,
         *,
         prefix: str = "",
@@ -427,7 +429,7 @@ class TemplateAdapter(Adapter):
         body = "\n\n".join(t for t in texts if t.strip())
         return f"{prefix}\n\n{body}".strip() if prefix else body
 
-    def check_demos(self, signature: Signature, demos: Sequence[Mapping[str, Any]]) -> None:
+    def check_demos(self, signature: Signature, demos: Sequence[Mapping[str, object]]) -> None:
         """Refuse a demo whose output value holds the form's text after it (it could not be read back)."""
         form = self._bind(signature).form
         if form is None:
@@ -449,6 +451,10 @@ class TemplateAdapter(Adapter):
                     form.check_value(name, demo[name])
 
     # --- parsing -------------------------------------------------------------------------
+
+    def field_splitter(self, signature: Signature) -> Splitter:
+        bound = self._bind(signature.without(signature.history_field) if signature.history_field else signature)
+        return prefilled(form_splitter(bound.form, signature), self._prefill)
 
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
         if self._prefill is not None and not text.lstrip().startswith(self._prefill.strip()):
@@ -510,7 +516,7 @@ class TemplateJSONAdapter(TemplateAdapter):
             nodes[start:stop] = [*lead, skeleton, *tail]
         return tuple(nodes)
 
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         return JSONAdapter().default_outputs(signature, outputs, missing_message)
 
     def response_instruction(self, signature: Signature) -> str | None:
@@ -518,6 +524,9 @@ class TemplateJSONAdapter(TemplateAdapter):
 
     def request_options(self, signature: Signature, lm: LMLike | None) -> dict[str, Any]:
         return JSONAdapter().request_options(signature, lm)
+
+    def field_splitter(self, signature: Signature) -> Splitter:
+        return prefilled(with_plain_text(JSONSplitter(frozenset(signature.outputs)), signature, "{`"), self._prefill)
 
     def parse_text(self, signature: Signature, text: str) -> dict[str, Any]:
         try:
@@ -530,3 +539,6 @@ class TemplateJSONAdapter(TemplateAdapter):
     @property
     def fallback(self) -> Adapter | None:
         return None
+
+
+register_adapter(TemplateAdapter, saved="template", dump=TemplateAdapter.dump, load=TemplateAdapter.load)

@@ -11,6 +11,8 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from imp._json import check_size
 from imp.adapters._fields import field_descriptions
+from imp.adapters._registry import register_adapter
+from imp.adapters._split import FieldSplitter, Splitter, with_plain_text
 from imp.adapters._xml_values import (
     Budget,
     Tags,
@@ -22,7 +24,7 @@ from imp.adapters._xml_values import (
     to_xml,
     unescape,
 )
-from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, guidance_lines, objective
+from imp.adapters.base import DEFAULT_AGENT_LINE, Adapter, loop_lines, objective
 from imp.adapters.json import JSONAdapter
 from imp.errors import AdapterParseError
 from imp.signature import Field, Signature
@@ -40,9 +42,7 @@ class XMLAdapter(Adapter):
 
     def default_system(self, signature: Signature, options: Mapping[str, Any]) -> str:
         agent_line = options.get("agent_line", DEFAULT_AGENT_LINE)
-        instructions = "\n".join(
-            [signature.instructions, *guidance_lines(signature, options.get("guidance"), agent_line)]
-        )
+        instructions = "\n".join([signature.instructions, *loop_lines(options.get("guidance"), agent_line)])
         description = (
             f"Your input fields are:\n{field_descriptions(signature.inputs)}\n"
             f"Your output fields are:\n{field_descriptions(signature.outputs)}"
@@ -71,7 +71,7 @@ class XMLAdapter(Adapter):
     def field_section(self, name: str, text: str) -> str:
         return f"<{name}>\n{text}\n</{name}>"
 
-    def default_outputs(self, signature: Signature, outputs: Mapping[str, Any], missing_message: str) -> str:
+    def default_outputs(self, signature: Signature, outputs: Mapping[str, object], missing_message: str) -> str:
         parts = []
         for name in signature.outputs:
             if name not in outputs:
@@ -123,9 +123,37 @@ class XMLAdapter(Adapter):
             raise AdapterParseError(str(exc), adapter=self.name, completion=text) from None
         return self.complete(signature, found, completion=text, coerce=_coerce)
 
+    def field_splitter(self, signature: Signature) -> Splitter:
+        names = list(signature.outputs)
+        opening = re.compile(r"<(" + "|".join(re.escape(n) for n in names) + r")(\s[^<>]*)?>")
+
+        def find_open(buf: str, pos: int) -> tuple[str, int, int] | None:
+            match = opening.search(buf, pos)
+            return (match.group(1), match.start(), match.end()) if match is not None else None
+
+        def find_close(buf: str, pos: int, field: str) -> tuple[int, int] | None:
+            match = re.compile(rf"</{re.escape(field)}\s*>").search(buf, pos)
+            return (match.start(), match.end()) if match is not None else None
+
+        opens = tuple(f"<{n}>" for n in names) + tuple(f"<{n} " for n in names)
+
+        def markers(field: str) -> tuple[str, ...]:
+            return (*opens, f"</{field}>", f"</{field} >") if field else (*opens, *(f"</{n} >" for n in names))
+
+        return with_plain_text(FieldSplitter(find_open, find_close, markers, _decode), signature, "<")
+
     @property
     def fallback(self) -> Adapter | None:
         return JSONAdapter()
+
+
+_ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&apos;": "'"}
+_ENTITY = re.compile("|".join(re.escape(e) for e in _ENTITIES))
+
+
+def _decode(text: str) -> str:
+    """A streamed piece of a text value with XML's five entities decoded."""
+    return _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
 
 
 def _tag_data(field: Field, value: Any) -> Any:
@@ -145,3 +173,6 @@ def _coerce(field: Field, value: Any) -> Any:
     if value is None and not field.optional:
         return coerce_text(field, "")
     return coerce_value(field, value)
+
+
+register_adapter(XMLAdapter, saved="XMLAdapter", option="xml")

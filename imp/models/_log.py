@@ -30,17 +30,10 @@ def _call_id() -> str | None:
 def log_retry(model_key: str, attempt: int, error: LMError, wait: float) -> None:
     """One line per retried attempt: which model, which attempt failed, why, and the wait; also a
     `model_retry` event on the current run, so a trace marks the retry on its LM request."""
+    from imp.runtime.events import ModelRetry
     from imp.runtime.run import emit
 
-    emit(
-        "model_retry",
-        model=model_key,
-        attempt=attempt,
-        status=error.status,
-        error_type=type(error).__name__,
-        error=redact_text(error.message),
-        wait=round(wait, 3),
-    )
+    emit(ModelRetry(model_key, attempt, error.status, type(error).__name__, redact_text(error.message), round(wait, 3)))
     _logger().warning(
         "lm_retry",
         call_id=_call_id(),

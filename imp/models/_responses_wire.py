@@ -14,7 +14,7 @@ from typing import Any
 
 from imp.models._responses_content import ResponsesContent
 from imp.models._wire import tool_choice_mode, tool_choice_name, wire_arguments
-from imp.records import Message, ToolCall, content_text
+from imp.records import Message, ToolCall, content_text, message_tool_calls
 
 __all__ = [
     "REPLAYED_ITEMS",
@@ -62,7 +62,7 @@ def input_items(
 def _assistant_items(message: Message) -> list[dict[str, Any]]:
     """An assistant message as items: its recorded output order when it has one, else text then calls."""
     text = _text_of(message.get("content"))
-    calls = [_tool_call(call, index) for index, call in enumerate(message.get("tool_calls") or ())]
+    calls = message_tool_calls(message)
     by_id = {call.id: call for call in calls}
     out: list[dict[str, Any]] = []
     placed: set[str] = set()
@@ -122,15 +122,6 @@ def _output_message(text: str, item_id: Any) -> dict[str, Any]:
         return {"role": "assistant", "content": text}
     content = [{"type": "output_text", "text": text, "annotations": []}]
     return {"type": "message", "id": item_id, "role": "assistant", "status": "completed", "content": content}
-
-
-def _tool_call(call: Any, index: int) -> ToolCall:
-    if isinstance(call, ToolCall):
-        return call
-    if not isinstance(call, Mapping):
-        raise TypeError(f"a tool call is a ToolCall or a mapping, got {type(call).__name__}")
-    loaded = ToolCall.load(call)
-    return loaded if loaded.id else ToolCall(id=f"call_{index}", name=loaded.name, arguments=loaded.arguments)
 
 
 def _text_of(content: Any) -> str:

@@ -21,7 +21,7 @@ from imp.models._sse import SSEEvent
 from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
 from imp.models.base import LMCapabilities, LMResponse, StreamEvent
 from imp.models.errors import error_from_payload
-from imp.records import Message, ToolCall, Usage, content_text
+from imp.records import Message, ToolCall, Usage, content_text, message_tool_calls
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicLM"]
 
@@ -162,17 +162,9 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [{"type": "text", "text": str(content)}]
 
 
-def _tool_use(call: Any, index: int) -> dict[str, Any]:
-    if isinstance(call, ToolCall):
-        return {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
-    fn = call.get("function")
-    source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else call
-    return {
-        "type": "tool_use",
-        "id": str(call.get("id") or f"call_{index}"),
-        "name": str(source.get("name", "")),
-        "input": parse_arguments(source.get("arguments", source.get("input"))),
-    }
+def _tool_use(call: ToolCall) -> dict[str, Any]:
+    """A call as Anthropic's `tool_use` block: its arguments as an object."""
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
 
 
 def _wire_messages(messages: Sequence[Message], writer: AnthropicContent) -> tuple[str, list[dict[str, Any]]]:
@@ -208,7 +200,7 @@ def _wire_messages(messages: Sequence[Message], writer: AnthropicContent) -> tup
             if isinstance(data, list):
                 blocks.extend(dict(b) for b in data if isinstance(b, Mapping) and b.get("type") in _THINKING_BLOCKS)
             blocks.extend(_blocks(content))
-            blocks.extend(_tool_use(call, i) for i, call in enumerate(message.get("tool_calls") or ()))
+            blocks.extend(_tool_use(call) for call in message_tool_calls(message))
             add("assistant", blocks)
         else:
             add("user", writer.blocks(content))

@@ -18,7 +18,7 @@ from imp.models._openai_content import ChatContent
 from imp.models._sse import SSEEvent
 from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name, wire_arguments
 from imp.models.base import LMCapabilities, LMResponse, StreamEvent
-from imp.records import Message, ToolCall, Usage
+from imp.records import Message, ToolCall, Usage, message_tool_calls
 
 __all__ = ["OpenAILM", "OpenRouterLM"]
 
@@ -156,9 +156,9 @@ def _wire_message(message: Message, writer: ChatContent) -> dict[str, Any]:
     name = message.get("name")
     if isinstance(name, str) and name:
         out["name"] = name
-    calls = message.get("tool_calls")
+    calls = message_tool_calls(message)
     if calls:
-        out["tool_calls"] = [_wire_tool_call(call, index) for index, call in enumerate(calls)]
+        out["tool_calls"] = [_wire_tool_call(call) for call in calls]
         if out.get("content") is None:
             out["content"] = ""  # llama-cpp-python's server refuses `content: null` beside tool calls
     elif "tool_calls" in message and message.get("role") == "assistant" and out.get("content") is None:
@@ -170,21 +170,12 @@ def _wire_message(message: Message, writer: ChatContent) -> dict[str, Any]:
     return out
 
 
-def _wire_tool_call(call: Any, index: int) -> dict[str, Any]:
-    if isinstance(call, ToolCall):
-        return {
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": wire_arguments(call.arguments)},
-        }
-    if not isinstance(call, Mapping):
-        raise TypeError(f"a tool call is a ToolCall or a mapping, got {type(call).__name__}")
-    fn = call.get("function")
-    source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else call
+def _wire_tool_call(call: ToolCall) -> dict[str, Any]:
+    """A call in OpenAI's chat shape: its arguments as JSON text."""
     return {
-        "id": str(call.get("id") or f"call_{index}"),
+        "id": call.id,
         "type": "function",
-        "function": {"name": source.get("name", ""), "arguments": wire_arguments(source.get("arguments", {}))},
+        "function": {"name": call.name, "arguments": wire_arguments(call.arguments)},
     }
 
 

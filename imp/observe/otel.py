@@ -9,7 +9,7 @@ programs, on asyncio and trio alike.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,12 +17,27 @@ try:
     from opentelemetry import context as otel_context
     from opentelemetry import trace
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+    from opentelemetry.util.types import AttributeValue
 except ImportError:  # pragma: no cover - exercised by installing without the extra
     raise ImportError("imp's OpenTelemetry spans need the opentelemetry-api package: pip install 'imp[otel]'") from None
 
 from imp._redact import redact, redact_text
 from imp._version import version
 from imp.exchanges import recent_exchanges
+from imp.records import plain
+from imp.runtime.events import (
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ModelRetry,
+    Payload,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    ToolCalled,
+    ToolReturned,
+)
 from imp.runtime.run import Event, Run, add_process_sink, current_run, remove_process_sink
 from imp.tools.events import current_tool_call_id
 
@@ -94,21 +109,22 @@ class OtelSink:
     def __call__(self, event: Event) -> None:
         self._handle(event.call_id, event.parent_id, event.kind, event.at, event.payload)
 
-    def raw_event(self, run: Run, kind: str, payload: Mapping[str, Any], at: float) -> None:
+    def raw_event(self, run: Run, kind: str, payload: Payload, at: float) -> None:
         """The same, for a payload before it is made an event: what is exported is redacted here."""
         self._handle(run.call_id, run.parent_id, kind, at, payload)
 
-    def _handle(self, call_id: str, parent_id: str | None, kind: str, at: float, payload: Mapping[str, Any]) -> None:
-        handler = _HANDLERS.get(kind)
+    def _handle(self, call_id: str, parent_id: str | None, kind: str, at: float, payload: Payload) -> None:
+        handler = _HANDLERS.get(type(payload))
         if handler is not None:
             handler(self, call_id, parent_id, at, payload)
         elif (call := self._calls.get(call_id)) is not None:
-            (call.chat or call.span).add_event(f"imp.{kind}", _event_attributes(payload, self.include_content), _ns(at))
+            attributes = _event_attributes(payload, self.include_content)
+            (call.chat or call.span).add_event(f"imp.{kind}", attributes, _ns(at))
 
     # --- one call ---------------------------------------------------------------------------------
 
-    def _run_started(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
-        program = str(payload.get("program", "program"))
+    def _run_started(self, call_id: str, parent_id: str | None, at: float, payload: RunStarted) -> None:
+        program = payload.program
         parent = self._calls.get(parent_id) if parent_id is not None else None
         context = None
         if parent is not None:
@@ -137,16 +153,9 @@ class OtelSink:
             token = otel_context.attach(context)
         self._calls[call_id] = _Call(span, context, token)
 
-    def _run_finished(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
-        self._run_ended("run_finished", call_id, at, payload)
-
-    def _run_failed(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
-        self._run_ended("run_failed", call_id, at, payload)
-
-    def _run_cancelled(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
-        self._run_ended("run_cancelled", call_id, at, payload)
-
-    def _run_ended(self, kind: str, call_id: str, at: float, payload: Mapping[str, Any]) -> None:
+    def _run_ended(
+        self, call_id: str, parent_id: str | None, at: float, payload: RunFinished | RunFailed | RunCancelled
+    ) -> None:
         call = self._calls.pop(call_id, None)
         if call is None:
             return
@@ -156,36 +165,37 @@ class OtelSink:
                 open_span.set_attribute("imp.unfinished", True)
                 open_span.end(end)
         span = call.span
-        if kind == "run_finished":
-            span.set_attribute("imp.complete", bool(payload.get("complete", True)))
-            if payload.get("termination_reason") is not None:
-                span.set_attribute("imp.termination_reason", str(payload["termination_reason"]))
-        elif kind == "run_failed":
-            kind = _error_type(payload.get("error"))
-            span.set_attribute("error.type", kind)
-            span.set_status(Status(StatusCode.ERROR, redact_text(str(payload.get("error", "")))))
-        else:
-            span.set_attribute("imp.cancelled", True)
-            span.add_event("imp.run_cancelled", timestamp=end)
+        match payload:
+            case RunFinished():
+                span.set_attribute("imp.complete", payload.complete)
+                if payload.termination_reason is not None:
+                    span.set_attribute("imp.termination_reason", payload.termination_reason)
+            case RunFailed():
+                span.set_attribute("error.type", _error_type(payload.error))
+                span.set_status(Status(StatusCode.ERROR, redact_text(payload.error)))
+            case RunCancelled():
+                span.set_attribute("imp.cancelled", True)
+                span.add_event("imp.run_cancelled", timestamp=end)
         span.end(end)
         if call.token is not None:
             otel_context.detach(call.token)  # type: ignore[arg-type]
 
     # --- LM requests --------------------------------------------------------------------------------
 
-    def _model_request(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+    def _model_request(self, call_id: str, parent_id: str | None, at: float, payload: ModelRequest) -> None:
         call = self._calls.get(call_id)
         if call is None:
             return
-        provider, _, model = str(payload.get("model", "")).partition(":")
-        attributes: dict[str, Any] = {
+        provider, _, model = (payload.model or "").partition(":")
+        attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": _PROVIDERS.get(provider, provider),
             "gen_ai.request.model": model,
         }
-        for key in ("step", "forced"):
-            if payload.get(key) is not None:
-                attributes[f"imp.{key}"] = payload[key]
+        if payload.step is not None:
+            attributes["imp.step"] = payload.step
+        if payload.forced is not None:
+            attributes["imp.forced"] = payload.forced
         if call.chat is not None:  # an answered request that said nothing more: close it here
             call.chat.end(_ns(at))
         call.chat = self._tracer.start_span(
@@ -196,66 +206,71 @@ class OtelSink:
             attributes=attributes,
         )
 
-    def _model_retry(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+    def _model_retry(self, call_id: str, parent_id: str | None, at: float, payload: ModelRetry) -> None:
         call = self._calls.get(call_id)
         if call is None:
             return
-        attributes: dict[str, Any] = {
-            "imp.attempt": int(payload.get("attempt") or 0),
-            "error.type": str(payload.get("error_type") or "LMError"),
-            "imp.wait": float(payload.get("wait") or 0.0),
+        attributes: dict[str, AttributeValue] = {
+            "imp.attempt": payload.attempt,
+            "error.type": payload.error_type or "LMError",
+            "imp.wait": payload.wait,
         }
-        if payload.get("status") is not None:
-            attributes["http.response.status_code"] = int(payload["status"])
+        if payload.status is not None:
+            attributes["http.response.status_code"] = payload.status
         (call.chat or call.span).add_event("imp.retry", attributes, _ns(at))
 
-    def _model_response(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+    def _model_response(self, call_id: str, parent_id: str | None, at: float, payload: ModelResponse) -> None:
         call = self._calls.get(call_id)
         if call is None or call.chat is None:
             return
         span, call.chat = call.chat, None
-        if payload.get("finish_reason") is not None:
-            span.set_attribute("gen_ai.response.finish_reasons", [str(payload["finish_reason"])])
-        usage = payload.get("usage") or {}
-        for key, name in (
-            ("input_tokens", "gen_ai.usage.input_tokens"),
-            ("output_tokens", "gen_ai.usage.output_tokens"),
-            ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
-            ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
-        ):
-            if usage.get(key):
-                span.set_attribute(name, int(usage[key]))
-        if usage.get("cost") is not None:
-            span.set_attribute("imp.usage.cost", float(usage["cost"]))
-        if payload.get("cache_hit"):
+        if payload.finish_reason is not None:
+            span.set_attribute("gen_ai.response.finish_reasons", [payload.finish_reason])
+        usage = payload.usage
+        if usage is not None:
+            for value, name in (
+                (usage.input_tokens, "gen_ai.usage.input_tokens"),
+                (usage.output_tokens, "gen_ai.usage.output_tokens"),
+                (usage.cached_tokens, "gen_ai.usage.cache_read.input_tokens"),
+                (usage.reasoning_tokens, "gen_ai.usage.reasoning.output_tokens"),
+            ):
+                if value:
+                    span.set_attribute(name, value)
+            if usage.cost is not None:
+                span.set_attribute("imp.usage.cost", usage.cost)
+        if payload.cache_hit:
             span.set_attribute("imp.cache_hit", True)
         self._exchange_attributes(span, payload)
         span.end(_ns(at))
 
-    def _model_error(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+    def _model_error(self, call_id: str, parent_id: str | None, at: float, payload: ModelError) -> None:
         call = self._calls.get(call_id)
         if call is None or call.chat is None:
             return
         span, call.chat = call.chat, None
-        span.set_attribute("error.type", str(payload.get("error_type") or "LMError"))
-        if payload.get("status") is not None:
-            span.set_attribute("http.response.status_code", int(payload["status"]))
+        span.set_attribute("error.type", payload.error_type or "LMError")
+        if payload.status is not None:
+            span.set_attribute("http.response.status_code", payload.status)
         self._exchange_attributes(span, payload)
-        span.set_status(Status(StatusCode.ERROR, redact_text(str(payload.get("error", "")))))
+        span.set_status(Status(StatusCode.ERROR, redact_text(payload.error)))
         span.end(_ns(at))
 
-    def _exchange_attributes(self, span: Span, payload: Any) -> None:
+    def _exchange_attributes(self, span: Span, payload: ModelResponse | ModelError) -> None:
         """Request options, the response's model and id, and (with `include_content`) the messages,
         read from the exchange the LM request recorded just before this event (no await between)."""
         exchanges = recent_exchanges(1)
         if not exchanges:
             return
         exchange = exchanges[0]
-        model = str(payload.get("model", "")).partition(":")[2]
+        model = (payload.model or "").partition(":")[2]
         response = exchange.response
-        if exchange.model != model or (response is None) != (payload.get("error") is not None):
+        if exchange.model != model or (response is None) != isinstance(payload, ModelError):
             return  # not this request's exchange (one announced by the program itself)
-        if response is not None and response.finish_reason != payload.get("finish_reason"):
+        if (
+            isinstance(payload, ModelResponse)
+            and response is not None
+            and response.finish_reason != payload.finish_reason
+        ):
             return
         for key, value in exchange.options.items():
             name = _REQUEST_OPTIONS.get(key)
@@ -273,7 +288,7 @@ class OtelSink:
                 span.set_attribute("gen_ai.response.id", response.request_id)
         if not self.include_content:
             return
-        span.set_attribute("gen_ai.input.messages", _text(list(exchange.messages)))
+        span.set_attribute("gen_ai.input.messages", _text(plain(list(exchange.messages))))
         if response is not None:
             output: dict[str, Any] = {"role": "assistant", "content": response.text}
             if response.fields is not None:
@@ -286,20 +301,20 @@ class OtelSink:
 
     # --- tool calls -----------------------------------------------------------------------------------
 
-    def _tool_call(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+    def _tool_call(self, call_id: str, parent_id: str | None, at: float, payload: ToolCalled) -> None:
         call = self._calls.get(call_id)
         if call is None:
             return
-        name = redact_text(str(payload.get("tool_name", "tool")))  # both written by the model
-        tool_call_id = redact_text(str(payload.get("tool_call_id", "")))
-        attributes: dict[str, Any] = {
+        name = redact_text(payload.tool_name)  # both written by the model
+        tool_call_id = redact_text(payload.tool_call_id)
+        attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,
             "gen_ai.tool.call.id": tool_call_id,
             "gen_ai.tool.type": "function",
         }
-        if self.include_content and payload.get("arguments") is not None:
-            attributes["gen_ai.tool.call.arguments"] = _text(payload["arguments"])
+        if self.include_content and payload.arguments is not None:
+            attributes["gen_ai.tool.call.arguments"] = _text(payload.arguments)
         call.tools[tool_call_id] = self._tracer.start_span(
             f"execute_tool {name}",
             context=call.context,
@@ -308,27 +323,27 @@ class OtelSink:
             attributes=attributes,
         )
 
-    def _tool_result(self, call_id: str, parent_id: str | None, at: float, payload: Mapping[str, Any]) -> None:
+    def _tool_result(self, call_id: str, parent_id: str | None, at: float, payload: ToolReturned) -> None:
         call = self._calls.get(call_id)
-        tool_call_id = redact_text(str(payload.get("tool_call_id", "")))
+        tool_call_id = redact_text(payload.tool_call_id)
         span = call.tools.pop(tool_call_id, None) if call is not None else None
         if span is None:
             return
-        outcome = str(payload.get("outcome") or "result")
+        outcome = payload.outcome or "result"
         span.set_attribute("imp.tool.outcome", outcome)
-        if self.include_content and payload.get("output") is not None:
-            span.set_attribute("gen_ai.tool.call.result", _text(payload["output"]))
+        if self.include_content and payload.output is not None:
+            span.set_attribute("gen_ai.tool.call.result", _text(payload.output))
         if outcome != "result":
             span.set_attribute("error.type", outcome)
-            span.set_status(Status(StatusCode.ERROR, redact_text(str(payload.get("error") or outcome))))
+            span.set_status(Status(StatusCode.ERROR, redact_text(payload.error or outcome)))
         span.end(_ns(at))
 
 
-def _event_attributes(payload: Mapping[str, Any], include_content: bool) -> dict[str, Any]:
+def _event_attributes(payload: Payload, include_content: bool) -> dict[str, AttributeValue]:
     """A span event's attributes (redacted): scalars as they are, anything else as JSON text; the
     model's reasoning text only with `include_content`."""
-    out: dict[str, Any] = {}
-    for key, value in redact(dict(payload)).items():
+    out: dict[str, AttributeValue] = {}
+    for key, value in redact(payload.dump()).items():
         if key == "text" and not include_content:
             continue
         if isinstance(value, bool | int | float | str):
@@ -338,18 +353,19 @@ def _event_attributes(payload: Mapping[str, Any], include_content: bool) -> dict
     return out
 
 
-_HANDLERS = {
-    "run_started": OtelSink._run_started,
-    "run_finished": OtelSink._run_finished,
-    "run_failed": OtelSink._run_failed,
-    "run_cancelled": OtelSink._run_cancelled,
-    "model_request": OtelSink._model_request,
-    "model_retry": OtelSink._model_retry,
-    "model_response": OtelSink._model_response,
-    "model_error": OtelSink._model_error,
-    "tool_call": OtelSink._tool_call,
-    "tool_result": OtelSink._tool_result,
+_HANDLERS: dict[type[Payload], Callable[[OtelSink, str, str | None, float, Any], None]] = {
+    RunStarted: OtelSink._run_started,
+    RunFinished: OtelSink._run_ended,
+    RunFailed: OtelSink._run_ended,
+    RunCancelled: OtelSink._run_ended,
+    ModelRequest: OtelSink._model_request,
+    ModelRetry: OtelSink._model_retry,
+    ModelResponse: OtelSink._model_response,
+    ModelError: OtelSink._model_error,
+    ToolCalled: OtelSink._tool_call,
+    ToolReturned: OtelSink._tool_result,
 }
+"""Each of imp's payload types the sink turns into spans (the others become span events)."""
 
 _installed: OtelSink | None = None
 

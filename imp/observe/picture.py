@@ -11,6 +11,22 @@ from typing import Any, Literal, Protocol
 from imp._json import loads_strict
 from imp._redact import redact, redact_text
 from imp.prediction import Prediction
+from imp.runtime.events import (
+    ContextProjected,
+    ModelContent,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ModelRetry,
+    Payload,
+    Reasoning,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    ToolCalled,
+    ToolReturned,
+)
 from imp.runtime.run import Event
 
 __all__ = ["Bar", "Picture", "Source", "Step", "ToolRow", "load_events", "picture_of"]
@@ -122,7 +138,7 @@ def load_events(path: str | Path) -> list[Event]:
     return events
 
 
-def _number(value: Any, where: str, name: str) -> float:
+def _number(value: object, where: str, name: str) -> float:
     if value is None:
         return 0.0
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value or abs(value) == float("inf"):
@@ -130,12 +146,12 @@ def _number(value: Any, where: str, name: str) -> float:
     return float(value)
 
 
-def _count(value: Any) -> int:
+def _count(value: object) -> int:
     """A count from a recorded payload; anything else (a hostile file's text) counts as 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _event(data: Any, where: str) -> Event:
+def _event(data: object, where: str) -> Event:
     if isinstance(data, Event):
         return data
     if not isinstance(data, Mapping) or not isinstance(data.get("kind"), str):
@@ -152,7 +168,12 @@ def _event(data: Any, where: str) -> Event:
     )
 
 
-def _text(value: Any) -> str:
+def _name(value: object) -> str | None:
+    """A name from a recorded payload, as text (None stays None)."""
+    return None if value is None else str(value)
+
+
+def _text(value: object) -> str:
     return redact_text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
 
 
@@ -243,9 +264,7 @@ class _Builder:
 
     def build(self) -> Picture:
         for event in self.events:
-            handler = getattr(self, f"_on_{event.kind}", None)
-            if handler is not None:
-                handler(event, redact(dict(event.payload)))
+            self._on(event, event.payload.redacted())
         end = max(e.at for e in self.events) - self.t0
         for bar, _ in (*self.open_lm.values(), *self.open_tools.values()):
             bar.end = end
@@ -259,127 +278,115 @@ class _Builder:
     def _at(self, event: Event) -> float:
         return event.at - self.t0
 
-    def _on_run_started(self, event: Event, payload: dict[str, Any]) -> None:
-        self.picture.calls[event.call_id] = str(payload.get("program", "program"))
-        if self.root is None:
-            self.root = event.call_id
-            self.picture.program = self.picture.calls[event.call_id]
+    def _on(self, event: Event, payload: Payload) -> None:
+        call_id = event.call_id
+        at = self._at(event)
+        picture = self.picture
+        match payload:
+            case RunStarted():
+                picture.calls[call_id] = str(payload.program)
+                if self.root is None:
+                    self.root = call_id
+                    picture.program = picture.calls[call_id]
+            case RunFinished() if call_id == self.root:
+                picture.reason = _name(payload.termination_reason)
+                picture.cause = _name(payload.termination_cause)
+                picture.complete = payload.complete if isinstance(payload.complete, bool) else None
+                picture.duration = at
+            case RunFailed() if call_id == self.root:
+                picture.error = _text(payload.error)
+                picture.reason = "failed"
+                picture.complete = False
+                picture.duration = at
+            case RunCancelled() if call_id == self.root:
+                picture.reason = "cancelled"
+                picture.complete = False
+                picture.duration = at
+            case ModelRequest():
+                self._model_request(call_id, at, payload)
+            case ModelRetry():
+                picture.retries += 1
+                opened = self.open_lm.get(call_id)
+                if opened is not None:
+                    opened[0].retries += 1
+                    status = f" ({payload.status})" if payload.status else ""
+                    opened[1].retries.append(
+                        f"attempt {payload.attempt} failed{status}: {_text(payload.error)}; waited {payload.wait} s"
+                    )
+            case ModelResponse():
+                self._model_response(call_id, at, payload)
+            case ModelError():
+                lm = self.open_lm.pop(call_id, None)
+                if lm is not None:
+                    bar, step = lm
+                    bar.end = at
+                    step.error = bar.error = _text(payload.error)
+                    step.duration = payload.duration
+                    picture.requests += 1
+            case ModelContent():
+                newest = self.last_step.get(call_id)
+                if newest is not None:
+                    newest.messages = [m for m in payload.messages if isinstance(m, Mapping)]
+                    newest.reply = payload.reply
+            case Reasoning():
+                newest = self.last_step.get(call_id)
+                if newest is not None and payload.text:
+                    newest.thought = _text(payload.text)
+            case ContextProjected():
+                picture.projections += 1
+                newest = self.open_lm.get(call_id, (None, self.last_step.get(call_id)))[1]
+                if newest is not None:
+                    newest.projection = _text(payload.dump())
+            case ToolCalled():
+                self._tool_call(call_id, at, payload)
+            case ToolReturned():
+                tool = self.open_tools.pop((call_id, payload.tool_call_id), None)
+                if tool is not None:
+                    bar, row = tool
+                    bar.end = at
+                    row.output = payload.output
+                    row.outcome = _name(payload.outcome)
+                    row.duration = payload.duration
+                    if payload.error is not None:
+                        row.error = bar.error = _text(payload.error)
 
-    def _on_run_finished(self, event: Event, payload: dict[str, Any]) -> None:
-        if event.call_id == self.root:
-            reason, cause = payload.get("termination_reason"), payload.get("termination_cause")
-            self.picture.reason = None if reason is None else str(reason)
-            self.picture.cause = None if cause is None else str(cause)
-            complete = payload.get("complete")
-            self.picture.complete = complete if isinstance(complete, bool) else None
-            self.picture.duration = self._at(event)
-
-    def _on_run_failed(self, event: Event, payload: dict[str, Any]) -> None:
-        if event.call_id == self.root:
-            self.picture.error = _text(payload.get("error", "failed"))
-            self.picture.reason = "failed"
-            self.picture.complete = False
-            self.picture.duration = self._at(event)
-
-    def _on_run_cancelled(self, event: Event, payload: dict[str, Any]) -> None:
-        if event.call_id == self.root:
-            self.picture.reason = "cancelled"
-            self.picture.complete = False
-            self.picture.duration = self._at(event)
-
-    def _on_model_request(self, event: Event, payload: dict[str, Any]) -> None:
-        step = Step(len(self.picture.steps) + 1, event.call_id, model=str(payload.get("model", "")))
-        step.forced = bool(payload.get("forced"))
+    def _model_request(self, call_id: str, at: float, payload: ModelRequest) -> None:
+        step = Step(len(self.picture.steps) + 1, call_id, model=payload.model or "")
+        step.forced = bool(payload.forced)
         label = step.model.partition(":")[2] or step.model or "LM"
-        bar = Bar("lm", label, event.call_id, self._at(event), self._at(event), step=step.number)
+        bar = Bar("lm", label, call_id, at, at, step=step.number)
         self.picture.steps.append(step)
         self.picture.bars.append(bar)
-        self.open_lm[event.call_id] = (bar, step)
-        self.last_step[event.call_id] = step
+        self.open_lm[call_id] = (bar, step)
+        self.last_step[call_id] = step
 
-    def _on_model_retry(self, event: Event, payload: dict[str, Any]) -> None:
-        self.picture.retries += 1
-        opened = self.open_lm.get(event.call_id)
-        if opened is not None:
-            opened[0].retries += 1
-            status = payload.get("status")
-            opened[1].retries.append(
-                f"attempt {payload.get('attempt')} failed{f' ({status})' if status else ''}: "
-                f"{_text(payload.get('error', ''))}; waited {payload.get('wait')} s"
-            )
-
-    def _on_model_response(self, event: Event, payload: dict[str, Any]) -> None:
-        opened = self.open_lm.pop(event.call_id, None)
+    def _model_response(self, call_id: str, at: float, payload: ModelResponse) -> None:
+        opened = self.open_lm.pop(call_id, None)
         if opened is None:
             return
         bar, step = opened
-        bar.end = self._at(event)
-        usage = payload.get("usage")
-        usage = usage if isinstance(usage, Mapping) else {}
-        step.input_tokens = _count(usage.get("input_tokens"))
-        step.output_tokens = _count(usage.get("output_tokens"))
-        step.duration = payload.get("duration", bar.end - bar.start)
-        reason = payload.get("finish_reason")
-        step.finish_reason = None if reason is None else str(reason)
-        asked = payload.get("tool_calls")
-        step.asked = [str(name) for name in asked] if isinstance(asked, list) else []
+        bar.end = at
+        usage = payload.usage
+        # A loaded file's payload may hold anything where a number or a name belongs (a hostile file).
+        step.input_tokens = _count(usage.input_tokens) if usage is not None else 0
+        step.output_tokens = _count(usage.output_tokens) if usage is not None else 0
+        step.duration = payload.duration if payload.duration is not None else bar.end - bar.start
+        step.finish_reason = _name(payload.finish_reason)
+        step.asked = [str(name) for name in payload.tool_calls] if isinstance(payload.tool_calls, tuple) else []
         self.picture.requests += 1
         self.picture.input_tokens += step.input_tokens
         self.picture.output_tokens += step.output_tokens
 
-    def _on_model_error(self, event: Event, payload: dict[str, Any]) -> None:
-        opened = self.open_lm.pop(event.call_id, None)
-        if opened is None:
-            return
-        bar, step = opened
-        bar.end = self._at(event)
-        step.error = bar.error = _text(payload.get("error", "error"))
-        step.duration = payload.get("duration", bar.end - bar.start)
-        self.picture.requests += 1
-
-    def _on_model_content(self, event: Event, payload: dict[str, Any]) -> None:
-        step = self.last_step.get(event.call_id)
-        if step is not None:
-            messages = payload.get("messages")
-            step.messages = [m for m in messages if isinstance(m, Mapping)] if isinstance(messages, list) else []
-            step.reply = payload.get("reply")
-
-    def _on_reasoning(self, event: Event, payload: dict[str, Any]) -> None:
-        step = self.last_step.get(event.call_id)
-        if step is not None and payload.get("text"):
-            step.thought = _text(payload["text"])
-
-    def _on_context_projected(self, event: Event, payload: dict[str, Any]) -> None:
-        self.picture.projections += 1
-        step = self.open_lm.get(event.call_id, (None, self.last_step.get(event.call_id)))[1]
-        shown = {k: v for k, v in payload.items() if k != "step"}
-        if step is not None:
-            step.projection = _text(shown)
-
-    def _on_tool_call(self, event: Event, payload: dict[str, Any]) -> None:
-        name = str(payload.get("tool_name", "tool"))
-        row = ToolRow(name, str(payload.get("tool_call_id", "")), arguments=payload.get("arguments"))
-        step = self.last_step.get(event.call_id)
-        bar = Bar("tool", name, event.call_id, self._at(event), self._at(event))
+    def _tool_call(self, call_id: str, at: float, payload: ToolCalled) -> None:
+        row = ToolRow(payload.tool_name, payload.tool_call_id, arguments=payload.arguments)
+        step = self.last_step.get(call_id)
+        bar = Bar("tool", payload.tool_name, call_id, at, at)
         if step is not None:
             step.tools.append(row)
             bar.step = step.number
         self.picture.bars.append(bar)
         self.picture.tool_calls += 1
-        self.open_tools[(event.call_id, row.call_id)] = (bar, row)
-
-    def _on_tool_result(self, event: Event, payload: dict[str, Any]) -> None:
-        opened = self.open_tools.pop((event.call_id, str(payload.get("tool_call_id", ""))), None)
-        if opened is None:
-            return
-        bar, row = opened
-        bar.end = self._at(event)
-        row.output = payload.get("output")
-        outcome = payload.get("outcome")
-        row.outcome = None if outcome is None else str(outcome)
-        row.duration = payload.get("duration")
-        if payload.get("error") is not None:
-            row.error = bar.error = _text(payload["error"])
+        self.open_tools[(call_id, row.call_id)] = (bar, row)
 
 
 def _from_events(events: list[Event]) -> Picture:

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from imp._redact import redact
 from imp.exchanges import recent_exchanges
-from imp.runtime.run import Event, bound_payload
+from imp.records import plain
+from imp.runtime.events import ModelContent, ModelError, ModelResponse, Payload
+from imp.runtime.run import Event
 
 __all__ = ["Recorder"]
 
@@ -29,30 +30,28 @@ class Recorder:
 
     def __call__(self, event: Event) -> None:
         self.events.append(event)
-        if self.content and event.kind in ("model_response", "model_error"):
-            extra = self._content(event)
-            if extra is not None:
-                self.events.append(extra)
+        payload = event.payload
+        if self.content and isinstance(payload, ModelResponse | ModelError):
+            content = self._content(payload.model or "")
+            if content is not None:
+                self.events.append(Event(event.seq, event.call_id, event.parent_id, content.kind, event.at, content))
 
-    def _content(self, event: Event) -> Event | None:
+    def _content(self, model: str) -> Payload | None:
         exchanges = recent_exchanges(1)
         if not exchanges:
             return None
         exchange = exchanges[0]
-        if exchange.model != str(event.payload.get("model", "")).partition(":")[2]:
+        if exchange.model != model.partition(":")[2]:
             return None
-        payload: dict[str, Any] = {"messages": [dict(m) for m in exchange.messages]}
+        reply: dict[str, Any] | None = None
         response = exchange.response
         if response is not None:
-            reply: dict[str, Any] = {"text": response.text}
+            reply = {"text": response.text}
             if response.fields is not None:
                 reply["fields"] = dict(response.fields)
             if response.tool_calls:
                 reply["tool_calls"] = [{"name": c.name, "arguments": dict(c.arguments)} for c in response.tool_calls]
-            payload["reply"] = reply
-        return Event(
-            event.seq, event.call_id, event.parent_id, "model_content", event.at, bound_payload(redact(payload))
-        )
+        return ModelContent(plain(list(exchange.messages)), reply).redacted().bounded()
 
     def save(self, path: str | Path) -> Path:
         """Write the events, one `Event.dump()` per line (`python -m imp.trace` reads it); returns the path."""

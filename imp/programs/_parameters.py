@@ -101,7 +101,7 @@ class Changes:
         """The changes that concern the program held under `prefix`, with the prefix taken off."""
         start = f"{prefix}."
 
-        def pick(m: Mapping[str, Any]) -> dict[str, Any]:
+        def pick(m: Mapping[str, object]) -> dict[str, Any]:
             return {k[len(start) :]: v for k, v in m.items() if k.startswith(start)}
 
         return Changes(pick(self.instructions), pick(self.demos), pick(self.tool_descriptions), pick(self.tools))
@@ -110,7 +110,7 @@ class Changes:
 def changes_for(
     params: Parameters,
     instructions: Mapping[str, str] | None,
-    demos: Mapping[str, Sequence[Mapping[str, Any]]] | None,
+    demos: Mapping[str, Sequence[Mapping[str, object]]] | None,
     tool_descriptions: Mapping[str, str] | None,
     tools: Sequence[Tool] | Mapping[str, Tool] | None,
 ) -> Changes:
@@ -220,7 +220,7 @@ open_trace = _TRACE.get
 """The open trace, or None: the hot path asks this bound method first and calls `trace_call` only inside one."""
 
 
-def trace_call(program: Any, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> None:
+def trace_call(program: object, inputs: Mapping[str, object], outputs: Mapping[str, object]) -> None:
     """Record a predictor's call when a trace is open (an optimizer's run); costs one lookup otherwise."""
     trace = _TRACE.get()
     if trace is not None:
@@ -285,7 +285,7 @@ def optimized_by(program: object) -> Optimized | None:
     return _MADE_BY.get(program)
 
 
-def check_loop_demos(demos: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+def check_loop_demos(demos: Sequence[Mapping[str, object]]) -> tuple[Mapping[str, Any], ...]:
     """A tool loop's demos as a tuple of field mappings; a string or a non-mapping demo is a TypeError."""
     given: object = demos
     if isinstance(given, str | bytes) or not isinstance(given, list | tuple):

@@ -7,8 +7,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from imp.adapters.base import Adapter
 from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Prediction
+from imp.records import ToolOutcome
+from imp.signature import Signature
 
 __all__ = ["StreamPart", "StreamPartKind", "Tap", "current_tap", "streamed_request"]
 
@@ -36,7 +39,7 @@ class StreamPart:
     arguments: Any = None
     output: Any = None
     error: str | None = None
-    outcome: str | None = None
+    outcome: ToolOutcome | None = None
     reason: str | None = None
     prediction: Prediction | None = None
 
@@ -76,16 +79,19 @@ def set_tap(tap: Tap | None) -> Any:
 
 
 async def streamed_request(
-    tap: Tap, lm: LM, messages: Sequence[Message], options: Mapping[str, Any], reader: Any
+    tap: Tap,
+    lm: LM,
+    messages: Sequence[Message],
+    options: Mapping[str, object],
+    reader: tuple[Adapter, Signature] | None,
 ) -> LMResponse:
-    """One LM request sent streamed: its reasoning and field deltas go to `tap`; returns the whole response."""
-    from imp.programs._stream_split import splitter_for
-
-    splitter = splitter_for(*reader) if reader is not None else None
-    if splitter is not None and reader is not None:
-        prefill = getattr(reader[0], "_prefill", None)
-        if isinstance(prefill, str) and prefill:
-            splitter.feed(prefill)
+    """One LM request sent streamed: its reasoning and field deltas go to `tap`, the fields read as
+    `reader`'s adapter splits its replies (its `field_splitter`); returns the whole response."""
+    splitter = None
+    if reader is not None:
+        adapter, signature = reader
+        if signature.outputs:
+            splitter = adapter.field_splitter(signature)
     final: LMResponse | None = None
     async for event in lm.stream(messages, **options):
         if event.kind == "text":

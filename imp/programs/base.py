@@ -22,6 +22,7 @@ from imp.programs._parameters import (
 )
 from imp.programs.rendered import RenderedRequest, render
 from imp.runtime.deadline import time_left
+from imp.runtime.events import RunCancelled, RunFailed, RunFinished, RunStarted
 from imp.runtime.run import EventSink, run_needed, run_scope
 from imp.runtime.sync import run_sync
 from imp.signature import Signature
@@ -61,7 +62,7 @@ class Program(abc.ABC):
             f"or `await imp.call(program, {given})` in async code"
         )
 
-    def render(self, inputs: Mapping[str, Any] | None = None, /, **fields: Any) -> RenderedRequest:
+    def render(self, inputs: Mapping[str, object] | None = None, /, **fields: object) -> RenderedRequest:
         """The exact first request (messages and options) this program would send for these inputs, not sent."""
         return render(self, {**(inputs or {}), **fields})
 
@@ -85,7 +86,7 @@ class Program(abc.ABC):
         self,
         *,
         instructions: Mapping[str, str] | None = None,
-        demos: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        demos: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
         tool_descriptions: Mapping[str, str] | None = None,
         tools: Sequence[Tool] | None = None,
     ) -> Program:
@@ -145,10 +146,10 @@ _DSPY_METHODS = {
 
 async def call(
     program: Program,
-    inputs: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, object] | None = None,
     /,
     *,
-    authorize: Any = None,
+    authorize: object = None,
     on_event: EventSink | None = None,
     **fields: Any,
 ) -> Prediction:
@@ -175,25 +176,21 @@ async def call(
     with run_scope(on_event=on_event, authorize=authorize) as run:
         if run.on_event is None:
             return await _run(program, merged)
-        run.emit("run_started", program=type(program).__name__)
+        run.emit(RunStarted(type(program).__name__))
         try:
             prediction = await _run(program, merged)
         except anyio.get_cancelled_exc_class():
-            run.emit("run_cancelled")
+            run.emit(RunCancelled())
             raise
         except BaseException as exc:
-            run.emit("run_failed", error=f"{type(exc).__name__}: {exc}")
+            run.emit(RunFailed(f"{type(exc).__name__}: {exc}"))
             raise
-        run.emit(
-            "run_finished",
-            complete=prediction.complete,
-            termination_reason=prediction.metadata.termination_reason,
-            termination_cause=prediction.metadata.termination_cause,
-        )
+        meta = prediction.metadata
+        run.emit(RunFinished(prediction.complete, meta.termination_reason, meta.termination_cause))
         return prediction
 
 
-def start_call(program: Program, inputs: Mapping[str, Any]) -> Coroutine[Any, Any, Prediction]:
+def start_call(program: Program, inputs: Mapping[str, object]) -> Coroutine[Any, Any, Prediction]:
     """`call(program, inputs)` for a checked program and inputs, started where it will be awaited:
     the program's own `acall` coroutine when `call` would only await it (no run, no deadline), one
     coroutine frame fewer per call in flight (`imp.parallel` starts its items this way)."""
@@ -224,7 +221,7 @@ async def _run_until(program: Program, inputs: dict[str, Any], left: float) -> P
         raise DeadlineExceeded("the deadline passed while the call was running") from None
 
 
-def call_sync(program: Program, inputs: Mapping[str, Any] | None = None, /, **fields: Any) -> Prediction:
+def call_sync(program: Program, inputs: Mapping[str, object] | None = None, /, **fields: Any) -> Prediction:
     """`imp.call` for scripts and notebooks: runs its own event loop, on a helper thread when one is
     already running in this thread (a notebook's), which then waits; in async code, `await imp.call`."""
     return run_sync(functools.partial(call, program, inputs, **fields))

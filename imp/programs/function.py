@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from imp.adapters import Adapter, ChatAdapter, JSONAdapter, XMLAdapter
+from imp.adapters import ADAPTER_NAMES, Adapter
 from imp.adapters.template import TemplateAdapter, system, turns, user
 from imp.errors import ImpError, SignatureError
 from imp.exchanges import program_label
@@ -45,7 +45,6 @@ TAGGED = TemplateAdapter(
 """The default layout of function programs: the instruction and the form in the system message, inputs in tags."""
 
 AdapterName = Literal["chat", "json", "xml"]
-_ADAPTERS: Mapping[str, Callable[[], Adapter]] = {"chat": ChatAdapter, "json": JSONAdapter, "xml": XMLAdapter}
 _OPTIONS = frozenset(
     {
         "lm",
@@ -71,7 +70,7 @@ class Out:
     default: Any = MISSING
 
 
-def out(desc: str = "", *, default: Any = MISSING) -> Any:
+def out(desc: str = "", *, default: object = MISSING) -> Any:
     """Declare an output in a function program's body: `verdict: str = imp.out("One short sentence.")`."""
     if not isinstance(desc, str):
         raise TypeError(f"imp.out takes the output's description, a string; got {type(desc).__name__}")
@@ -115,7 +114,7 @@ def _namespace(fn: Callable[..., Any]) -> dict[str, Any]:
     return names
 
 
-def _evaluate(expr: ast.expr, names: Mapping[str, Any], fn: Callable[..., Any]) -> Any:
+def _evaluate(expr: ast.expr, names: Mapping[str, object], fn: Callable[..., Any]) -> Any:
     code = compile(ast.Expression(expr), f"<{fn.__name__} declaration>", "eval")
     try:
         return eval(code, dict(names))  # the user's own declaration, evaluated as Python would
@@ -220,7 +219,7 @@ def _returned(stmt: ast.Return, declared: list[str], where: str) -> tuple[str, .
     return tuple(names)
 
 
-def _check_return_type(annotation: Any, fields: list[Field], where: str) -> None:
+def _check_return_type(annotation: object, fields: list[Field], where: str) -> None:
     if annotation is Any:
         return
     wanted: Any = fields[0].annotation if len(fields) == 1 else tuple[tuple(f.annotation for f in fields)]  # type: ignore[misc]
@@ -232,7 +231,7 @@ def _check_return_type(annotation: Any, fields: list[Field], where: str) -> None
         )
 
 
-def _type_text(annotation: Any) -> str:
+def _type_text(annotation: object) -> str:
     return getattr(annotation, "__name__", None) or repr(annotation).replace("typing.", "")
 
 
@@ -245,8 +244,8 @@ def _adapter(adapter: Adapter | AdapterName | None, template: Any) -> Adapter:
         return TAGGED
     if isinstance(adapter, Adapter):
         return adapter
-    if isinstance(adapter, str) and adapter in _ADAPTERS:
-        return _ADAPTERS[adapter]()
+    if isinstance(adapter, str) and adapter in ADAPTER_NAMES:
+        return ADAPTER_NAMES[adapter]()
     raise TypeError(f"adapter= is 'chat', 'json', 'xml' or an imp.Adapter, got {adapter!r}")
 
 
@@ -341,7 +340,7 @@ class FunctionProgram(Program):
         inner: Program = self.program.with_lm(lm)  # type: ignore[attr-defined]
         return replace(self, program=inner, options={**self.options, "lm": lm})
 
-    def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> FunctionProgram:
+    def with_demos(self, demos: Sequence[Mapping[str, object]]) -> FunctionProgram:
         """The same function program with other demos."""
         return self.using(demos=tuple(demos))
 

@@ -19,6 +19,7 @@ from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, open_trace, trace_call
 from imp.programs._stream_tap import StreamPart, any_tap, current_tap, streamed_request
 from imp.programs.base import Program
+from imp.runtime.events import ModelError, ModelRequest, ModelResponse
 from imp.runtime.run import Run, current_run
 from imp.runtime.usage import (
     UsageAccumulator,
@@ -34,7 +35,6 @@ from imp.values import check_input
 __all__ = ["ChainOfThought", "Predict", "chain_of_thought", "predict", "resolve_lm"]
 
 _DEFAULT_ADAPTER = ChatAdapter()
-_NO_EVENT: Mapping[str, Any] = {}
 """No extra event fields (read only, shared)."""
 PREDICTOR = "predict"
 """The name of a Predict's (and a ChainOfThought's) one predictor in `parameters()`."""
@@ -45,7 +45,7 @@ _REQUEST_OPTIONS = frozenset(
 _METADATA_INPUTS = frozenset({"user_name"})
 
 
-def check_options(kind: str, options: Mapping[str, Any], known: frozenset[str]) -> None:
+def check_options(kind: str, options: Mapping[str, object], known: frozenset[str]) -> None:
     """Refuse options a program does not know, naming them (request options belong in `config`)."""
     unknown = sorted(set(options) - known)
     if not unknown:
@@ -60,7 +60,7 @@ _NUMBER_OPTIONS = frozenset({"timeout", "temperature", "top_p"})
 _COUNT_OPTIONS = frozenset({"max_tokens", "n", "seed"})
 
 
-def check_config(config: Any, *, option: str = "config") -> Mapping[str, Any]:
+def check_config(config: object, *, option: str = "config") -> Mapping[str, Any]:
     """Refuse request options of the wrong kind when the program is built (`timeout="10"`)."""
     if not isinstance(config, Mapping):
         raise TypeError(f"{option} must be a mapping of request options, got {type(config).__name__}")
@@ -76,7 +76,7 @@ def check_config(config: Any, *, option: str = "config") -> Mapping[str, Any]:
     return config
 
 
-def check_lm(lm: Any) -> LM | None:
+def check_lm(lm: object) -> LM | None:
     """Refuse an `lm=` that is not an LM client (a model string names one through `imp.lm`)."""
     if lm is None or isinstance(lm, LM):
         return lm
@@ -87,7 +87,7 @@ def check_lm(lm: Any) -> LM | None:
     return typing.cast(LM, lm)
 
 
-def check_demos(demos: Any) -> tuple[Mapping[str, Any], ...]:
+def check_demos(demos: object) -> tuple[Mapping[str, Any], ...]:
     """Demos as a tuple, each a mapping of fields (or an `imp.Example`); a string is refused."""
     if isinstance(demos, str | bytes | Mapping) or not isinstance(demos, Iterable):
         raise TypeError(f"demos is a list of mappings of fields, got {type(demos).__name__}")
@@ -121,7 +121,7 @@ def _unknown_inputs_message(unknown: list[str]) -> str:
     return message + "".join(f"; {hint}" for hint in dict.fromkeys(hints))
 
 
-def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str, Any]:
+def prepare_inputs(signature: Signature, inputs: Mapping[str, object]) -> dict[str, Any]:
     """Fill input defaults, warn about unknown inputs, refuse missing or ill-fitting ones (before any LM call).
 
     A required input (no default, None not allowed) given None is refused: a JSON body's `null`
@@ -165,21 +165,30 @@ def prepare_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str,
     return values
 
 
+@dataclass(frozen=True, slots=True)
+class LoopStep:
+    """Which step of a tool loop sends a request: its events say so."""
+
+    step: int
+    forced: bool = False
+    """The last request of an interrupted turn."""
+
+
 async def request(
     lm: LM,
     messages: list[Message],
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     *,
     program: str | None = None,
-    reads: Any = None,
-    **event: Any,
+    reads: tuple[Adapter, Signature] | None = None,
+    loop: LoopStep | None = None,
 ) -> LMResponse:
     """One LM request, recorded for `inspect_history` (under `program`, the sender's label) and counted once in the open usage
     accumulators (`record_unrecorded_since`), and reported as `model_request` then `model_response`
-    (model, usage, duration) or `model_error` events with `event`'s fields added, unless the
+    (model, usage, duration) or `model_error` events (with the `loop` step that sent it), unless the
     program announced the request itself. Under `imp.stream` the request is streamed and the
     reply's fields, read as `reads` (an adapter and signature), go to the stream as they come."""
-    run = request_started(lm, messages, event)
+    run = request_started(lm, messages, loop)
     started = time.perf_counter()
     accumulator = innermost_accumulator()
     seen = records_in(accumulator)
@@ -190,9 +199,9 @@ async def request(
         else:
             response = await streamed_request(tap, lm, messages, options, reads)
     except LMError as exc:
-        request_failed(lm, messages, options, exc, run, started, event, program)
+        request_failed(lm, messages, options, exc, run, started, loop, program)
         raise
-    request_finished(lm, messages, options, response, run, started, accumulator, seen, event, program)
+    request_finished(lm, messages, options, response, run, started, accumulator, seen, loop, program)
     return response
 
 
@@ -201,17 +210,21 @@ async def request(
 # lives across it (the usage mark is two locals, not a tuple; what was sent is merged afterwards).
 
 
-def request_started(lm: LM, messages: list[Message], event: Mapping[str, Any]) -> Run | None:
+def request_started(lm: LM, messages: list[Message], loop: LoopStep | None) -> Run | None:
     """The run to report this request's events to (None when it has no listener or the program
     announced the request itself), its `model_request` already delivered."""
     run = current_run()
     if run is None or run.on_event is None or run.model_request_announced:
         return None
-    run.deliver("model_request", {"model": f"{lm.provider}:{lm.model}", "messages": len(messages), **event})
+    model = f"{lm.provider}:{lm.model}"
+    if loop is None:
+        run.deliver(ModelRequest(model, len(messages)))
+    else:
+        run.deliver(ModelRequest(model, len(messages), loop.step, loop.forced))
     return run
 
 
-def sent_options(lm: LM, options: Mapping[str, Any]) -> Mapping[str, Any]:
+def sent_options(lm: LM, options: Mapping[str, object]) -> Mapping[str, Any]:
     """What was sent: the client's own default options (`imp.lm(..., temperature=0.2)`) under the request's."""
     defaults = lm.defaults
     return {**defaults, **options} if defaults else options
@@ -220,29 +233,29 @@ def sent_options(lm: LM, options: Mapping[str, Any]) -> Mapping[str, Any]:
 def request_failed(
     lm: LM,
     messages: list[Message],
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     error: LMError,
     run: Run | None,
     started: float,
-    event: Mapping[str, Any],
+    loop: LoopStep | None,
     program: str | None,
 ) -> None:
     """Record a failed request for `inspect_history` and report its `model_error` event."""
     record_exchange(lm.model, messages, sent_options(lm, options), None, str(error), program=program)
     if run is not None:
-        run.deliver("model_error", model_error_fields(lm, error, time.perf_counter() - started) | dict(event))
+        run.deliver(model_error(lm, error, time.perf_counter() - started, loop))
 
 
 def request_finished(
     lm: LM,
     messages: list[Message],
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     response: LMResponse,
     run: Run | None,
     started: float,
     accumulator: UsageAccumulator | None,
     seen: int,
-    event: Mapping[str, Any],
+    loop: LoopStep | None,
     program: str | None,
 ) -> None:
     """Record a request for `inspect_history`, count its usage once (unless the LM recorded it since
@@ -250,34 +263,38 @@ def request_finished(
     record_exchange(lm.model, messages, sent_options(lm, options), response, program=program)
     record_unrecorded_since(accumulator, seen, f"{lm.provider}:{lm.model}", response.usage)
     if run is not None:
-        run.deliver("model_response", model_response_fields(lm, response, time.perf_counter() - started) | dict(event))
+        run.deliver(model_response(lm, response, time.perf_counter() - started, loop))
 
 
-def model_response_fields(lm: LM, response: LMResponse, duration: float) -> dict[str, Any]:
+def model_response(lm: LM, response: LMResponse, duration: float, loop: LoopStep | None) -> ModelResponse:
     """What a `model_response` event says: model, finish reason, tool calls, usage, duration."""
-    return {
-        "model": f"{lm.provider}:{lm.model}",
-        "finish_reason": response.finish_reason,
-        "tool_calls": [c.name for c in response.tool_calls],
-        "usage": response.usage.dump(),
-        "cache_hit": response.cache_hit,
-        "duration": round(duration, 6),
-    }
+    return ModelResponse(
+        f"{lm.provider}:{lm.model}",
+        response.finish_reason,
+        tuple([c.name for c in response.tool_calls]) if response.tool_calls else (),
+        response.usage,
+        response.cache_hit,
+        round(duration, 6),
+        loop.step if loop is not None else None,
+        loop.forced if loop is not None else None,
+    )
 
 
-def model_error_fields(lm: LM, error: LMError, duration: float) -> dict[str, Any]:
+def model_error(lm: LM, error: LMError, duration: float, loop: LoopStep | None) -> ModelError:
     """What a `model_error` event says: model, status, whether retryable, the error and its type, duration."""
-    return {
-        "model": f"{lm.provider}:{lm.model}",
-        "status": error.status,
-        "error_type": type(error).__name__,
-        "retryable": error.retryable,
-        "error": str(error),
-        "duration": round(duration, 6),
-    }
+    return ModelError(
+        f"{lm.provider}:{lm.model}",
+        error.status,
+        type(error).__name__,
+        error.retryable,
+        str(error),
+        round(duration, 6),
+        loop.step if loop is not None else None,
+        loop.forced if loop is not None else None,
+    )
 
 
-def request_options(adapter: Adapter, signature: Signature, lm: LM, config: Mapping[str, Any]) -> Mapping[str, Any]:
+def request_options(adapter: Adapter, signature: Signature, lm: LM, config: Mapping[str, object]) -> Mapping[str, Any]:
     """The options of a request: the adapter's for this LM (structured output) under the program's
     `config`; `config` itself when the adapter adds none (no new dict kept while the request waits)."""
     extra = adapter.request_options(signature, lm)
@@ -349,7 +366,7 @@ class Predict(Program):
         """The same program pinned to another LM."""
         return replace(self, lm=lm)
 
-    def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> Predict:
+    def with_demos(self, demos: Sequence[Mapping[str, object]]) -> Predict:
         """The same program with other demos."""
         return replace(self, demos=tuple(demos))
 
@@ -395,7 +412,7 @@ class Predict(Program):
             options = request_options(adapter, signature, lm, config)
             # `request`, inlined: this frame awaits the LM (or the stream) itself. Without a listener
             # no clock is read (no float lives across the wait): the duration is only for events.
-            run = request_started(lm, messages, _NO_EVENT)
+            run = request_started(lm, messages, None)
             started = time.perf_counter() if run is not None else 0.0
             tap = current_tap() if any_tap() is not None else None  # a bound lookup when nothing streams
             try:
@@ -404,10 +421,10 @@ class Predict(Program):
                 else:
                     response = await streamed_request(tap, lm, messages, options, (adapter, signature))
             except LMError as exc:
-                request_failed(lm, messages, options, exc, run, started, _NO_EVENT, type(self).__name__)
+                request_failed(lm, messages, options, exc, run, started, None, type(self).__name__)
                 raise
             # The mark is (usage, 0): the accumulator opened above is the innermost and has no records yet.
-            request_finished(lm, messages, options, response, run, started, usage, 0, _NO_EVENT, type(self).__name__)
+            request_finished(lm, messages, options, response, run, started, usage, 0, None, type(self).__name__)
             used, fell_back = adapter, False
             try:
                 fields = read_response(adapter, signature, response)

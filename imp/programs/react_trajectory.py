@@ -12,31 +12,30 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 from imp._redact import redact_text
 from imp.adapters.base import Adapter, FormatOptions
 from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, LMError
 from imp.history import ToolCall
-from imp.models.base import LM
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs._parameters import (
     Changes,
     Parameters,
     Predictor,
-    ToolDescription,
     apply_to_tools,
-    check_loop_demos,
     trace_call,
 )
+from imp.programs._tool_loop import ToolLoop, check_max_iters
 from imp.programs.base import Program
 from imp.programs.predict import ChainOfThought, Predict, check_options, prepare_inputs
+from imp.runtime.events import ContextProjected, ModelRequest, ModelResponse, Reasoning
 from imp.runtime.run import current_run, emit
 from imp.runtime.usage import track_usage
 from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
-from imp.tools import Tool, ToolEvent, ToolPolicy, as_tool, format_tool_result, run_tool_calls, tool
+from imp.tools import Tool, format_tool_result, forward_tool_event, run_tool_calls, tool
 from imp.tools.policy import validate_policy
 from imp.values import holds_media
 
@@ -106,18 +105,9 @@ class _Turn:
 
 
 @dataclass(frozen=True, eq=False)
-class ReActTrajectory(Program):
+class ReActTrajectory(ToolLoop, Program):
     """Trajectory ReAct: thought, tool name and arguments per step; `finish`; then a separate extraction."""
 
-    signature: Signature
-    tools: tuple[Tool, ...]
-    lm: LM | None = None
-    adapter: Adapter | None = None
-    demos: tuple[Mapping[str, Any], ...] = ()
-    config: Mapping[str, Any] = field(default_factory=dict)
-    adapter_opts: Mapping[str, Any] = field(default_factory=dict)
-    max_iters: int = 20
-    tool_policy: ToolPolicy = "allow"
     step: Predict = field(init=False, repr=False)
     """The step's Predict (task inputs, trajectory -> next_thought, next_tool_name, next_tool_args)."""
     extract: ChainOfThought = field(init=False, repr=False)
@@ -125,25 +115,15 @@ class ReActTrajectory(Program):
     roster: Mapping[str, Tool] = field(init=False, repr=False)
     """The tools a step may name, `finish` included."""
 
+    loop_tool: ClassVar[str] = FINISH
+    label: ClassVar[str] = "imp.react_trajectory"
+    zero_iters: ClassVar[str] = "a call that should go straight to the extraction gives its own max_iters=0"
+
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tools", tuple(as_tool(t, "imp.react_trajectory") for t in self.tools))
-        object.__setattr__(self, "demos", tuple(self.demos))
-        names = [t.name for t in self.tools]
-        if len(set(names)) != len(names):
-            raise ValueError(f"two tools share a name: {sorted({n for n in names if names.count(n) > 1})}")
-        if FINISH in names:
-            raise ValueError("the tool name `finish` is reserved for the loop's own tool")
+        super().__post_init__()
+        names = self.tool_names
         if "trajectory" in self.signature.inputs:
             raise ValueError("an input named `trajectory` is reserved by the loop")
-        if not isinstance(self.adapter_opts, Mapping) or not isinstance(self.config, Mapping):
-            raise TypeError("config and adapter_opts are mappings")
-        _check_max_iters(self.max_iters)
-        if self.max_iters == 0:
-            raise ValueError(
-                "imp.react_trajectory(max_iters=0): max_iters is how many tool steps one call may take "
-                "(>= 1, 20 by default), so this program could never run a tool; a call that should go "
-                "straight to the extraction gives its own max_iters=0"
-            )
         validate_policy(self.tool_policy, [*names, FINISH])
         roster = {t.name: t for t in self.tools}
         roster[FINISH] = self.finish_tool()
@@ -165,7 +145,7 @@ class ReActTrajectory(Program):
         """One predictor, `react`: the task's instructions (read by every step and the extraction), the
         demos (shown to the extraction), and the tools' descriptions."""
         own = Predictor("react", self.signature.instructions, self.demos, self.step.signature)
-        return Parameters((own,), tuple(ToolDescription(t.name, t.description, t.parameters, t) for t in self.tools))
+        return Parameters((own,), self.tool_descriptions())
 
     def predictor_programs(self) -> list[tuple[str, Program]]:
         """Itself, as `react` (its inner step and extraction are not predictors of their own here)."""
@@ -181,14 +161,6 @@ class ReActTrajectory(Program):
         if changes.tools or changes.tool_descriptions:
             made = replace(made, tools=apply_to_tools(made.tools, changes))
         return made
-
-    def with_lm(self, lm: LM) -> ReActTrajectory:
-        """The same loop pinned to another LM."""
-        return replace(self, lm=lm)
-
-    def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> ReActTrajectory:
-        """The same loop with these demos (the task's examples, shown to the extraction)."""
-        return replace(self, demos=check_loop_demos(demos))
 
     # --- shape --------------------------------------------------------------------------
 
@@ -248,7 +220,7 @@ class ReActTrajectory(Program):
         values = dict(inputs)
         control = {k: values.pop(k) for k in _CONTROL_INPUTS if k in values and k not in self.signature.inputs}
         max_iters = control.get("max_iters", self.max_iters)
-        _check_max_iters(max_iters)
+        check_max_iters(max_iters)
         per_call = control.get("config") or {}
         if not isinstance(per_call, Mapping):
             raise TypeError("the per-call config is a mapping of request options")
@@ -282,15 +254,15 @@ class ReActTrajectory(Program):
         roster = dict(self.roster)
         run = current_run()
         for index in range(max_iters):
-            emit("model_request", step=index + 1, program="ReActTrajectory")
+            emit(ModelRequest(step=index + 1, program="ReActTrajectory"))
             try:
                 pred = await self._call(self.step, turn)
             except (AdapterParseError, LMError, _Overflow) as exc:  # DSPy: the agent failed to select a tool
                 return "extracted", turn.failed(exc)
             thought, name, args = pred["next_thought"], pred["next_tool_name"], dict(pred["next_tool_args"] or {})
-            emit("model_response", step=index + 1, tool_calls=[name])
+            emit(ModelResponse(tool_calls=(name,), step=index + 1))
             if thought:
-                emit("reasoning", step=index + 1, text=thought, forced=False)
+                emit(Reasoning(index + 1, thought))
             step = TrajectoryStep(thought, name, args)
             turn.steps.append(step)
             call = ToolCall(f"call_{index + 1}", name, args)
@@ -299,7 +271,7 @@ class ReActTrajectory(Program):
                 roster,
                 policy=self.tool_policy,
                 authorize=run.authorize if run is not None else None,
-                on_event=_forward_tool_event,
+                on_event=forward_tool_event,
             )
             step.observation = result.result if result.ok and holds_media(result.result) else format_tool_result(result)
             if name == FINISH and result.ok:
@@ -308,7 +280,7 @@ class ReActTrajectory(Program):
 
     async def _extract(self, turn: _Turn, cause: str | None) -> tuple[Mapping[str, Any] | None, str | None, str | None]:
         """The extractor's outputs and reasoning (None when it failed), and the cause in force."""
-        emit("model_request", step=len(turn.steps) + 1, program="ReActTrajectory", extract=True)
+        emit(ModelRequest(step=len(turn.steps) + 1, program="ReActTrajectory", extract=True))
         try:
             pred = await self._call(self.extract, turn)
         except (AdapterParseError, _Overflow) as exc:
@@ -330,12 +302,7 @@ class ReActTrajectory(Program):
                 turn.cut += 1
                 turn.trims += 1
                 trimmed += 1
-                emit(
-                    "context_projected",
-                    reason="context_window_exceeded",
-                    omitted_steps=turn.cut,
-                    recovery_requests=turn.trims,
-                )
+                emit(ContextProjected("context_window_exceeded", turn.trims, omitted_steps=turn.cut))
 
 
 def _describe(t: Tool) -> str:
@@ -343,15 +310,6 @@ def _describe(t: Tool) -> str:
     args = json.dumps(properties or {}, ensure_ascii=False, default=str)
     desc = (t.description or "No description.").strip()
     return f"{t.name}: {desc if desc.endswith('.') else desc + '.'} Its arguments: {args}"
-
-
-def _forward_tool_event(event: ToolEvent) -> None:
-    emit(event.kind, **{k: v for k, v in event.dump().items() if k != "kind"})
-
-
-def _check_max_iters(value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"max_iters is a whole number >= 0, got {value!r}")
 
 
 def react_trajectory(

@@ -41,7 +41,7 @@ class _CaptureLM(LM):
         raise _Captured(RenderedRequest(tuple(messages), dict(options), f"{self.provider}:{self.model}"))
 
 
-def render(program: object, inputs: Mapping[str, Any]) -> RenderedRequest:
+def render(program: object, inputs: Mapping[str, object]) -> RenderedRequest:
     """Run a program (`imp.Program`, which calls this, sits above) up to its first LM request and
     return that request instead of sending it."""
     with_lm = getattr(program, "with_lm", None)

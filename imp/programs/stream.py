@@ -14,11 +14,10 @@ import sniffio
 from imp.programs._stream_tap import StreamPart, Tap, set_tap
 from imp.programs.base import Program, call
 from imp.runtime.deadline import deadline as imp_deadline
+from imp.runtime.events import RunStarted, ToolCalled, ToolReturned
 from imp.runtime.run import Event, EventSink
 
 __all__ = ["StreamPart", "stream"]
-
-_TOOL_KINDS = frozenset({"tool_call", "tool_result"})
 
 
 class _Done:
@@ -32,10 +31,10 @@ class _Done:
 
 async def stream(
     program: Program,
-    inputs: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, object] | None = None,
     /,
     *,
-    authorize: Any = None,
+    authorize: object = None,
     on_event: EventSink | None = None,
     deadline: float | None = None,
     **fields: Any,
@@ -59,21 +58,30 @@ async def stream(
     tap = Tap(send.send_nowait)
 
     def forward(event: Event) -> None:
-        if tap.call_id is None and event.kind == "run_started":
+        payload = event.payload
+        if tap.call_id is None and type(payload) is RunStarted:
             tap.call_id = event.call_id  # the streamed call's own run: the first to start
-        if event.kind in _TOOL_KINDS and event.call_id == tap.call_id:
-            p = event.payload
-            send.send_nowait(
-                StreamPart(
-                    event.kind,  # type: ignore[arg-type]
-                    tool_name=p.get("tool_name"),
-                    tool_call_id=p.get("tool_call_id"),
-                    arguments=p.get("arguments"),
-                    output=p.get("output"),
-                    error=p.get("error"),
-                    outcome=p.get("outcome"),
+        elif event.call_id == tap.call_id:
+            if isinstance(payload, ToolCalled):
+                send.send_nowait(
+                    StreamPart(
+                        "tool_call",
+                        tool_name=payload.tool_name,
+                        tool_call_id=payload.tool_call_id,
+                        arguments=payload.arguments,
+                    )
                 )
-            )
+            elif isinstance(payload, ToolReturned):
+                send.send_nowait(
+                    StreamPart(
+                        "tool_result",
+                        tool_name=payload.tool_name,
+                        tool_call_id=payload.tool_call_id,
+                        output=payload.output,
+                        error=payload.error,
+                        outcome=payload.outcome,
+                    )
+                )
         if on_event is not None:
             on_event(event)
 

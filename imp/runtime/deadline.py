@@ -16,7 +16,15 @@ import anyio
 from imp.errors import DeadlineExceeded
 from imp.runtime._loop import running_async_library
 
-__all__ = ["DeadlineBlock", "current_deadline", "deadline", "self_ending", "time_left", "within_deadline"]
+__all__ = [
+    "DeadlineBlock",
+    "current_deadline",
+    "deadline",
+    "deadline_passed",
+    "self_ending",
+    "time_left",
+    "within_deadline",
+]
 
 BACKSTOP_SECONDS = 0.01
 """imp's own work ends itself exactly at the deadline (a predict raises, a react turn returns what it
@@ -54,6 +62,12 @@ def time_left() -> float | None:
     if at is None:
         return None
     return max(0.0, at - time.monotonic())
+
+
+def deadline_passed() -> bool:
+    """Whether the deadline in force has passed (False outside a deadline)."""
+    left = time_left()
+    return left is not None and left <= 0
 
 
 def deadline(seconds: float) -> DeadlineBlock:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
-import json
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -27,12 +26,13 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from imp._frozen import fast_init
-from imp._redact import redact
+from imp.runtime.events import MAX_EVENT_BYTES, Custom, Payload, bound_payload, payload_of
 from imp.runtime.logging import event_level, get_logger, logs_enabled
 
 __all__ = [
     "MAX_EVENT_BYTES",
+    "Custom",
+    "Payload",
     "BufferedSink",
     "RawSink",
     "Event",
@@ -48,28 +48,41 @@ __all__ = [
     "run_scope",
 ]
 
-MAX_EVENT_BYTES = 16 * 1024
-"""An event payload larger than this (serialized as JSON) is cut: long strings shortened, long
-lists and mappings trimmed, and `truncated: True` plus `original_size` (bytes) added."""
-
-_STRING_KEEP = 1024
 _RESERVED = frozenset({"event", "level", "logger", "timestamp", "call_id", "parent_id", "seq", "at"})
 """Payload keys that would collide with a log line's own keys: logged as `payload_<key>`."""
-_ITEMS_KEEP = 32
 _ids = itertools.count(1)
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Event:
-    """One thing that happened in a run, redacted: ordered by `seq` within its call."""
+    """One thing that happened in a run, redacted: ordered by `seq` within its call.
+
+    `payload` is the kind's record (`imp.runtime.events`); a mapping given for it is read into
+    that record (or `Custom`, for a kind of your own).
+    """
 
     seq: int
     call_id: str
     parent_id: str | None
     kind: str
     at: float
-    payload: Mapping[str, Any]
+    payload: Payload
+
+    def __init__(
+        self,
+        seq: int,
+        call_id: str,
+        parent_id: str | None,
+        kind: str,
+        at: float,
+        payload: Payload | Mapping[str, object],
+    ) -> None:
+        _set_seq(self, seq)
+        _set_call_id(self, call_id)
+        _set_parent_id(self, parent_id)
+        _set_kind(self, kind)
+        _set_at(self, at)
+        _set_payload(self, payload if isinstance(payload, Payload) else payload_of(kind, payload))
 
     def dump(self) -> dict[str, Any]:
         """A JSON-friendly dict."""
@@ -79,8 +92,17 @@ class Event:
             "parent_id": self.parent_id,
             "kind": self.kind,
             "at": self.at,
-            **dict(self.payload),
+            **self.payload.dump(),
         }
+
+
+# Each slot set through its own descriptor: an Event is built for every event a sink receives.
+_set_seq = Event.__dict__["seq"].__set__
+_set_call_id = Event.__dict__["call_id"].__set__
+_set_parent_id = Event.__dict__["parent_id"].__set__
+_set_kind = Event.__dict__["kind"].__set__
+_set_at = Event.__dict__["at"].__set__
+_set_payload = Event.__dict__["payload"].__set__
 
 
 EventSink = Callable[[Event], object]
@@ -88,48 +110,6 @@ EventSink = Callable[[Event], object]
 
 def _log_only(event: Event) -> None:
     """The sink of a run without one while the `imp` logger is on: events are only logged."""
-
-
-def _size(value: Any) -> int:
-    return len(json.dumps(value, default=str, ensure_ascii=False).encode())
-
-
-def _shrink(value: Any, depth: int = 0) -> Any:
-    if isinstance(value, str):
-        if len(value) <= _STRING_KEEP:
-            return value
-        return f"{value[:_STRING_KEEP]}... [{len(value) - _STRING_KEEP} more characters]"
-    if isinstance(value, Mapping):
-        items = list(value.items())
-        kept = {str(k): _shrink(v, depth + 1) for k, v in items[: _ITEMS_KEEP * 2]}
-        if len(items) > _ITEMS_KEEP * 2:
-            kept["..."] = f"{len(items) - _ITEMS_KEEP * 2} more keys"
-        return kept
-    if isinstance(value, list | tuple):
-        shown = [_shrink(v, depth + 1) for v in value[:_ITEMS_KEEP]]
-        if len(value) > _ITEMS_KEEP:
-            shown.append(f"... {len(value) - _ITEMS_KEEP} more items")
-        return shown
-    return value
-
-
-def bound_payload(payload: dict[str, Any], limit: int = MAX_EVENT_BYTES) -> dict[str, Any]:
-    """The payload itself when it serializes to at most `limit` bytes, else a cut copy that says so."""
-    try:
-        size = _size(payload)
-    except Exception:  # a circular structure, or a value whose str() raises: keep a preview
-        try:
-            preview = repr(payload)[:_STRING_KEEP]
-        except Exception:
-            preview = f"<{type(payload).__name__} that cannot be shown>"
-        return {"truncated": True, "original_size": None, "preview": preview}
-    if size <= limit:
-        return payload
-    cut = _shrink(payload)
-    if _size(cut) > limit:
-        preview = json.dumps(cut, default=str, ensure_ascii=False)[: limit // 2]
-        cut = {"preview": preview}
-    return {**cut, "truncated": True, "original_size": size}
 
 
 @dataclass(slots=True)
@@ -160,19 +140,21 @@ class Run:
         so the LM request under it adds no `model_request` / `model_response` of its own."""
         return self._announced > 0
 
-    def emit(self, kind: str, **payload: Any) -> None:
+    def emit(self, payload: Payload, kind: str | None = None) -> None:
         """Deliver one redacted, bounded event; a failing sink is reported once and never breaks the run."""
+        kind = kind or payload.kind
         if kind == "model_request":
             self._announced += 1
         elif kind in ("model_response", "model_error") and self._announced:
             self._announced -= 1
-        self.deliver(kind, payload)
+        self.deliver(payload, kind)
 
-    def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+    def deliver(self, payload: Payload, kind: str | None = None) -> None:
         """`emit` without the bookkeeping of announced model requests (the LM request's own events)."""
         sink = self.on_event
         if sink is None:
             return
+        kind = kind or payload.kind
         self._seq += 1
         level = event_level(kind)
         logged = logs_enabled(level)
@@ -188,7 +170,7 @@ class Run:
                 except Exception as exc:
                     self._report(kind, f"{type(exc).__name__}: {exc}")
             return
-        event = Event(self._seq, self.call_id, self.parent_id, kind, time.time(), bound_payload(redact(payload)))
+        event = Event(self._seq, self.call_id, self.parent_id, kind, time.time(), payload.redacted().bounded())
         if sink is not _log_only:
             try:
                 result = sink(event)
@@ -220,11 +202,15 @@ def current_run() -> Run | None:
     return _current.get()
 
 
-def emit(kind: str, **payload: Any) -> None:
-    """Emit an event on the current run (nothing happens outside a run, or with no sink and logging off)."""
+def emit(event: Payload | str, /, **fields: Any) -> None:
+    """Emit an event on the current run: one of imp's payload records, or a kind of your own and its
+    fields (`emit("lookup", url=...)`). Nothing happens outside a run, or with no sink and logging off."""
     run = _current.get()
     if run is not None and run.on_event is not None:
-        run.emit(kind, **payload)
+        if isinstance(event, Payload):
+            run.emit(event)
+        else:
+            run.emit(payload_of(event, fields) if fields else payload_of(event, {}), event)
 
 
 _process_sinks: tuple[EventSink, ...] = ()
@@ -258,7 +244,7 @@ class _WithProcessSinks:
             raise failure
 
 
-RawSink = Callable[["Run", str, Mapping[str, Any], float], object]
+RawSink = Callable[["Run", str, Payload, float], object]
 """`raw_event(run, kind, payload, at)`: a process sink's way to take a payload before it is made an
 `Event` (unredacted and unbounded: the sink redacts whatever it keeps or exports)."""
 
@@ -288,7 +274,7 @@ def run_needed() -> bool:
     return _current.get() is not None or bool(_process_sinks) or logs_enabled()
 
 
-def run_scope(*, on_event: EventSink | None = None, authorize: Any = None) -> Run:
+def run_scope(*, on_event: EventSink | None = None, authorize: object = None) -> Run:
     """Open a run for one call (`with run_scope(...) as run:`); a nested call inherits its parent's
     sink and authorizer.
 

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from imp._jsondata import JSONObject, JSONValue
 from imp._redact import is_secret_key
-from imp.adapters import Adapter, ChatAdapter, JSONAdapter, TemplateAdapter, XMLAdapter
+from imp.adapters import Adapter, Guidance, SavedAdapter, load_adapter, saved_adapter, saved_names
 from imp.errors import ImpError, SignatureError
 from imp.media import MEDIA_KEY, Media
 from imp.models.base import LM
@@ -26,7 +26,6 @@ from imp.signature import Signature
 from imp.tools import Tool
 
 __all__ = [
-    "ADAPTERS",
     "FUNCTION",
     "KINDS",
     "ChecksumError",
@@ -37,13 +36,6 @@ __all__ = [
     "Saver",
     "register_program_kind",
 ]
-
-ADAPTERS: Mapping[str, type[Adapter]] = {
-    "ChatAdapter": ChatAdapter,
-    "JSONAdapter": JSONAdapter,
-    "XMLAdapter": XMLAdapter,
-}
-"""The adapters a saved program may name (an allowlist: a file never names a class to import)."""
 
 FUNCTION = "$function"
 _HEADER_KEYS = frozenset({"headers", "extra_headers", "http_client"})
@@ -163,6 +155,8 @@ class Saver:
                 self.value(v, f"{where}[{i}]", drop_secrets=drop_secrets, functions=functions)
                 for i, v in enumerate(value)
             ]
+        if isinstance(value, Guidance):
+            return {"lines": list(value.lines), "text_answer": value.text_answer}
         if isinstance(value, Example):
             return self.value(value.to_dict(), where, drop_secrets=drop_secrets, functions=functions)
         if isinstance(value, Prediction):
@@ -184,18 +178,18 @@ class Saver:
         """A signature's dump, checked to be JSON-safe."""
         return _json_object(self.value(signature.dump(), where))
 
-    def adapter(self, adapter: Adapter | None) -> str | JSONObject | None:
-        """An adapter's name from the allowlist (None when the program uses the configured one); a template as data."""
+    def adapter(self, adapter: Adapter | None) -> SavedAdapter | None:
+        """An adapter's name from imp's registry of adapters (None when the program uses the configured
+        one); a template as data."""
         if adapter is None:
             return None
-        if type(adapter) is TemplateAdapter:
-            return {"template": self.value(adapter.dump(), "adapter.template")}
-        for name, cls in ADAPTERS.items():
-            if type(adapter) is cls:
-                return name
-        raise SaveError(
-            f"the adapter {type(adapter).__name__} cannot be saved; saved programs name one of {', '.join(ADAPTERS)}"
-        )
+        saved = saved_adapter(adapter)
+        if saved is None:
+            raise SaveError(
+                f"the adapter {type(adapter).__name__} cannot be saved; "
+                f"saved programs name one of {', '.join(saved_names())}"
+            )
+        return saved
 
     def lm(self, lm: LM | None, owner: str) -> JSONObject | None:
         """Provider, model, options and base URL of an `imp.lm(...)` client; never a credential or header."""
@@ -312,15 +306,13 @@ class Loader:
             ) from exc
 
     def adapter(self, name: object) -> Adapter | None:
-        """The allowlisted adapter a file names."""
+        """The adapter a file names, from imp's registry of adapters (an allowlist; a template is data, rendered safely)."""
         if name is None:
             return None
-        if isinstance(name, Mapping) and set(name) == {"template"}:
-            return TemplateAdapter.load(name["template"])  # a template is data, rendered safely
-        cls = ADAPTERS.get(name) if isinstance(name, str) else None
-        if cls is None:
-            raise LoadError(f"the saved adapter {name!r} is not one of {', '.join(ADAPTERS)}")
-        return cls()
+        adapter = load_adapter(name)
+        if adapter is None:
+            raise LoadError(f"the saved adapter {name!r} is not one of {', '.join(saved_names())}")
+        return adapter
 
     def lm(self, data: object) -> LM | None:
         """The LM to pin: `imp.load(..., lm=...)` if given, else one rebuilt from provider, model and
@@ -350,7 +342,10 @@ class Loader:
             checked = check_adapter_opts(data, FUNCTION)
         except Refused as exc:
             raise LoadError(str(exc)) from None
-        return {key: self.value(value, f"adapter_opts.{key}") for key, value in checked.items()}
+        resolved = {key: self.value(value, f"adapter_opts.{key}") for key, value in checked.items()}
+        if resolved.get("guidance") is not None:
+            resolved["guidance"] = _guidance(resolved["guidance"])
+        return resolved
 
     def fields(self, data: object, allowed: Iterable[str], where: str) -> Mapping[str, object]:
         """An object of the file whose keys are all known (an unknown one is refused, naming it)."""
@@ -390,3 +385,20 @@ def _provider_url(provider: str) -> str:
     else:
         raise Refused(f"the saved lm names the provider {provider!r}; imp knows {', '.join(PROVIDERS)}")
     return cls.default_base_url
+
+
+def _guidance(data: object) -> Guidance:
+    """A saved `guidance` option: `{"lines": [...], "text_answer": bool}`, as `Saver.value` writes it."""
+    if not isinstance(data, Mapping):
+        raise LoadError('adapter_opts.guidance is {"lines": [strings], "text_answer": true or false}')
+    unknown = sorted(str(k) for k in data if k not in ("lines", "text_answer"))
+    lines = data.get("lines", [])
+    text_answer = data.get("text_answer", False)
+    if unknown or not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+        raise LoadError(
+            'adapter_opts.guidance is {"lines": [strings], "text_answer": true or false}'
+            + (f"; it has unknown keys {unknown}" if unknown else "")
+        )
+    if not isinstance(text_answer, bool):
+        raise LoadError("adapter_opts.guidance.text_answer is true or false")
+    return Guidance(lines=tuple(lines), text_answer=text_answer)

@@ -17,7 +17,7 @@ from imp.tools.authorization import (
     ask_authorizer,
 )
 from imp.tools.errors import ExecutionCancelled, ToolError
-from imp.tools.events import EventHandler, ToolEvent, ToolEventKind
+from imp.tools.events import EventHandler, ToolEvent, ToolEventKind, forward_tool_event
 from imp.tools.policy import PolicyFunction, ToolPolicy, check_policy
 from imp.tools.run import run_tool_calls
 from imp.tools.schema import SchemaProblem, check_arguments, decode_arguments
@@ -52,6 +52,7 @@ __all__ = [
     "check_policy",
     "decode_arguments",
     "format_tool_result",
+    "forward_tool_event",
     "run_tool_calls",
     "tool",
     "tool_thread_limiter",

@@ -12,8 +12,10 @@ from typing import Any, Literal
 
 from imp._redact import redact
 from imp.history import ToolOutcome, ToolResult
+from imp.runtime.events import ToolCalled, ToolReturned
+from imp.runtime.run import emit
 
-__all__ = ["EventHandler", "ToolEvent", "ToolEventKind", "current_tool_call_id"]
+__all__ = ["EventHandler", "ToolEvent", "ToolEventKind", "current_tool_call_id", "forward_tool_event"]
 
 _current_tool_call: ContextVar[str | None] = ContextVar("imp_tool_call", default=None)
 """Set in the task that runs one tool call (each runs in a task of its own)."""
@@ -70,6 +72,14 @@ class ToolEvent:
             duration=duration,
         )
 
+    def payload(self) -> ToolCalled | ToolReturned:
+        """The run's event payload of this tool event."""
+        if self.kind == "tool_call":
+            return ToolCalled(self.tool_call_id, self.tool_name, self.index, self.arguments)
+        return ToolReturned(
+            self.tool_call_id, self.tool_name, self.index, self.output, self.error, self.outcome, self.duration
+        )
+
     def dump(self) -> dict[str, Any]:
         """A dict of the fields that are set, with `kind` first."""
         out: dict[str, Any] = {"kind": self.kind, "tool_call_id": self.tool_call_id, "tool_name": self.tool_name}
@@ -84,3 +94,8 @@ class ToolEvent:
 type EventHandler = Callable[[ToolEvent], object]
 """Receives each `ToolEvent` as it happens, on the event loop; it must not block. An observer
 never steers: what it raises is logged and ignored."""
+
+
+def forward_tool_event(event: ToolEvent) -> None:
+    """Report a tool event on the current run: a loop's `tool_call` and `tool_result` events."""
+    emit(event.payload())

@@ -6,6 +6,7 @@ import pytest
 
 import imp
 from imp.adapters.base import FormatOptions
+from imp.programs.react._messages import guidance_lines
 
 chat = imp.ChatAdapter()
 QA = imp.signature("question -> answer")
@@ -171,8 +172,8 @@ def test_native_tool_turns_replay_as_tool_calls_and_tool_messages() -> None:
         "role": "assistant",
         "content": "Look it up.",
         "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "on_call", "arguments": '{"team": "atlas"}'}},
-            {"id": "call_2", "type": "function", "function": {"name": "on_call", "arguments": '{"team": "quill"}'}},
+            imp.ToolCall("call_1", "on_call", {"team": "atlas"}),
+            imp.ToolCall("call_2", "on_call", {"team": "quill"}),
         ],
     }
     assert messages[3] == {"role": "tool", "tool_call_id": "call_1", "content": "Maya"}
@@ -257,7 +258,7 @@ In adhering to this structure, your objective is:
 
 def test_guidance_renders_seed_001_system_message() -> None:
     sig = imp.signature("intent -> answer")
-    guidance = {"text_answer": True, "tool_names": ["look"]}
+    guidance = imp.Guidance(tuple(guidance_lines(tool_names=["look"])), text_answer=True)
     system, user = chat.format(sig, {"intent": "What is in the box?"}, guidance=guidance, response_instruction=False)
     assert system["content"] == SEED_001_SYSTEM
     assert user["content"] == "[[ ## intent ## ]]\nWhat is in the box?"
@@ -265,7 +266,7 @@ def test_guidance_renders_seed_001_system_message() -> None:
 
 def test_agent_line_replaced_or_left_out() -> None:
     sig = imp.signature("intent -> answer")
-    guidance = {"text_answer": True, "tool_names": ["look"]}
+    guidance = imp.Guidance(tuple(guidance_lines(tool_names=["look"])), text_answer=True)
     mine = chat.format(sig, {"intent": "x"}, guidance=guidance, agent_line="You route tickets.")[0]["content"]
     assert "        You route tickets.\n        Call tools" in mine
     none = chat.format(sig, {"intent": "x"}, guidance=guidance, agent_line=None)[0]["content"]
@@ -274,7 +275,8 @@ def test_agent_line_replaced_or_left_out() -> None:
 
 def test_submit_guidance() -> None:
     sig = imp.signature("ticket -> team, contact")
-    guidance = {"submit_tool": "submit", "tool_names": ["on_call", "submit"]}
+    lines = guidance_lines(submit_tool="submit", output_names=["team", "contact"], tool_names=["on_call", "submit"])
+    guidance = imp.Guidance(tuple(lines))
     system = chat.format(sig, {"ticket": "x"}, guidance=guidance)[0]["content"]
     assert "When the final answer is ready, call `submit` with `team`, `contact`." in system
     assert "The available tools are: `on_call`, `submit`." in system

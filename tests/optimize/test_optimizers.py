@@ -498,7 +498,7 @@ async def test_bootstrap_on_an_agent_and_a_function_program() -> None:
 
     await imp.call(made.with_lm(imp.StaticLM(later)), word="stone")
     shown = [m for m in sent[0] if m.get("role") in ("assistant", "tool")]
-    assert shown[0]["tool_calls"][0]["function"]["name"] == "look" and shown[1]["role"] == "tool"
+    assert shown[0]["tool_calls"][0].name == "look" and shown[1]["role"] == "tool"
     assert "a key" in str(shown[1]["content"]) and "APPLE" in str(shown[2]["content"])
     import tempfile
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any
 
 import anyio
 
@@ -11,18 +13,16 @@ from imp._redact import redact
 from imp.errors import AdapterParseError, LMError, ReActStepError
 from imp.history import Step, ToolCall
 from imp.programs.predict import ChainOfThought
-from imp.programs.react._replay import kind_of
-from imp.programs.react._request import Failure, ends_turn, error_text, read_step, refuses_named_choice, request_step
-from imp.programs.react._state import SUBMIT, Ending, TerminationCause, Turn, incomplete
-from imp.programs.react._text import trajectory_text
+from imp.programs.react._messages import result_text
+from imp.programs.react._request import Failure, ask, ends_turn, error_text, refuses_named_choice
+from imp.programs.react._spec import TurnSpec
+from imp.programs.react._state import SUBMIT, Ending, TerminationCause, TurnState
 from imp.programs.react._tools import act
 from imp.runtime.deadline import time_left
 from imp.signature import Field, Signature
+from imp.values import render_value
 
-if TYPE_CHECKING:
-    from imp.programs.react._program import ReAct
-
-__all__ = ["EXTRACT_INSTRUCTIONS", "extract", "forced_submit", "last_text", "raise_with_history"]
+__all__ = ["EXTRACT_INSTRUCTIONS", "extract", "forced_submit", "last_text", "trajectory_text"]
 
 EXTRACT_INSTRUCTIONS = (
     "The agent's turn was interrupted before it gave its answer. Read the trajectory and give the outputs. "
@@ -32,129 +32,145 @@ EXTRACT_INSTRUCTIONS = (
 )
 
 
-def raise_with_history(error: LMError, turn: Turn) -> NoReturn:
-    """End the turn with a provider error no further request can cure, carrying the history so far."""
-    error.history = turn.recorded()
-    raise error
-
-
-async def last_text(program: ReAct, turn: Turn, cause: TerminationCause) -> Ending:
+async def last_text(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
     """One text output: an ordinary step whose text is the answer; only `last_request_tools` run."""
-    name = turn.rule.text_field
-    response = await request_step(program, turn, forced=True)
-    if isinstance(response, Failure):
-        return _failed(turn, response)
-    turn.finish_reason = response.finish_reason
-    reading = read_step(program, turn, response)
+    name = spec.rule.text_field
+    roster = spec.roster()
+    reading = await ask(spec, state, roster, forced=True)
+    if isinstance(reading, Failure):
+        return _failed(reading)
+    state.finish_reason = reading.response.finish_reason
     if reading.error is not None:
-        turn.errors.append(error_text(reading.error))
-        return incomplete(cause)
-    run_now = [c for c in reading.calls if c.name in turn.last_request_tools]
-    turn.unexecuted = tuple(
+        state.errors.append(error_text(reading.error))
+        return Ending(cause=cause)
+    run_now = [c for c in reading.calls if c.name in spec.last_request_tools]
+    state.unexecuted = tuple(
         ToolCall(c.id, c.name, redact(dict(c.arguments)))
         for c in reading.calls
-        if c.name not in turn.last_request_tools
+        if c.name not in spec.last_request_tools
     )
     text = reading.text
     if run_now:
-        ended = await act(program, turn, run_now, None, forced=True, decides=False)
+        ended = await act(spec, state, roster, run_now, None, forced=True, decides=False)
         if ended is not None:
             return ended
         if text is not None:
-            last = turn.entries[-1]
-            turn.entries[-1] = Step(
+            last = state.steps[-1]
+            state.steps[-1] = Step(
                 fields={**last.fields, name: text},
                 tool_calls=last.tool_calls,
                 results=last.results,
                 user_name=last.user_name,
             )
     elif text is not None:
-        turn.add(Step(fields={name: text}, tool_calls=()))
+        state.add(Step(fields={name: text}, tool_calls=()))
     if text is None:  # only tool calls, or nothing: the turn has no answer
-        return incomplete(cause)
+        return Ending(cause=cause)
     return Ending({name: text}, "last_text", cause)
 
 
-async def forced_submit(program: ReAct, turn: Turn, cause: TerminationCause) -> Ending:
+async def forced_submit(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
     """The forced `submit`; `required` with `submit` alone where a named choice is refused; then the extractor."""
-    newest = turn.newest
-    thought_last = newest is not None and kind_of(newest, program.signature) == "thought"
     options: dict[str, Any] = {"tool_choice": {"type": "function", "function": {"name": SUBMIT}}}
-    if "reasoning_effort" in turn.config:
+    if "reasoning_effort" in spec.config:
         options["reasoning_effort"] = None
-    response = await request_step(program, turn, forced=True, options=options, thought_as_user=thought_last)
-    if isinstance(response, Failure):
-        if not (response.error is not None and refuses_named_choice(response.error)):
-            return _failed(turn, response)
-        response = await request_step(
-            program,
-            turn,
+    roster = spec.roster()
+    # A request may not end on the model's own message: a newest thought-only step moves to the user side.
+    reading = await ask(spec, state, roster, forced=True, options=options, thought_as_user=True)
+    if isinstance(reading, Failure):
+        if not (reading.error is not None and refuses_named_choice(reading.error)):
+            return _failed(reading)
+        reading = await ask(
+            spec,
+            state,
+            roster,
             forced=True,
             options={**options, "tool_choice": "required"},
-            roster=[turn.roster[SUBMIT]],
-            thought_as_user=thought_last,
+            offered=[roster[SUBMIT]],
+            thought_as_user=True,
         )
-        if isinstance(response, Failure):
-            if response.cause in ("context_window_exceeded", "deadline_exceeded"):
-                return incomplete(response.cause)
-            if response.ends_turn and response.error is not None and not refuses_named_choice(response.error):
-                raise_with_history(response.error, turn)
-            return await extract(program, turn, cause)
-    reading = read_step(program, turn, response)
+        if isinstance(reading, Failure):
+            if reading.cause in ("context_window_exceeded", "deadline_exceeded"):
+                return Ending(cause=reading.cause)
+            if reading.ends_turn and reading.error is not None and not refuses_named_choice(reading.error):
+                raise reading.error
+            return await extract(spec, state, cause)
     submits = [c for c in reading.calls if c.name == SUBMIT]
     if not submits:
-        turn.add(Step(thought=reading.text, tool_calls=(), results=() if reading.text else None))
-        return await extract(program, turn, cause)
-    ending = await act(program, turn, submits, reading.text, forced=True)
+        state.add(Step(thought=reading.text, tool_calls=(), results=() if reading.text else None))
+        return await extract(spec, state, cause)
+    ending = await act(spec, state, roster, submits, reading.text, forced=True)
     if ending is None:
-        turn.errors.extend(str(r.error) for r in turn.entries[-1].result_list() if r.error)
-        return incomplete(cause)
+        state.errors.extend(str(r.error) for r in state.steps[-1].result_list() if r.error)
+        return Ending(cause=cause)
     if ending.reason == "incomplete":
         return ending
     return Ending(ending.outputs, "forced_submit", cause)
 
 
-async def extract(program: ReAct, turn: Turn, cause: TerminationCause) -> Ending:
+async def extract(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
     """A typed extractor with no tools reads the history and fills the outputs."""
-    signature = program.signature
+    task = spec.task
     extractor_sig = Signature(
-        [*signature.inputs.values(), Field("trajectory", "input", str)],
-        list(signature.outputs.values()),
-        program.extractor_instructions,
+        [*task.inputs.values(), Field("trajectory", "input", str)],
+        list(task.outputs.values()),
+        spec.extract_instructions,
         name="ReActExtract",
     )
-    extractor = ChainOfThought.build(extractor_sig, lm=turn.lm, adapter=turn.adapter)
-    values: dict[str, Any] = {k: v for k, v in turn.inputs.items() if k in signature.inputs}
-    values["trajectory"] = trajectory_text(list(turn.history[turn.cut :]), signature)
-    values["config"] = {k: v for k, v in turn.config.items() if k not in ("tools", "tool_choice")}
+    extractor = ChainOfThought.build(extractor_sig, lm=spec.lm, adapter=spec.adapter)
+    values: dict[str, Any] = {k: v for k, v in spec.inputs.items() if k in task.inputs}
+    values["trajectory"] = trajectory_text([*spec.base[state.cut :], *state.steps], task)
+    values["config"] = {k: v for k, v in spec.config.items() if k not in ("tools", "tool_choice")}
     left = time_left()
     try:
         with anyio.fail_after(left) if left is not None else nullcontext():
             prediction = await extractor.acall(values)
     except TimeoutError:
-        return incomplete("deadline_exceeded")
+        return Ending(cause="deadline_exceeded")
     except AdapterParseError as exc:
-        turn.errors.append(error_text(exc))
-        return incomplete(cause)
+        state.errors.append(error_text(exc))
+        return Ending(cause=cause)
     except LMError as exc:
-        turn.errors.append(error_text(exc))
+        state.errors.append(error_text(exc))
         if exc.context_window_exceeded:
-            return incomplete("context_window_exceeded")
+            return Ending(cause="context_window_exceeded")
         if ends_turn(exc):
-            raise_with_history(exc, turn)
-        raise ReActStepError(f"the extractor's request failed: {exc}", history=turn.recorded(), cause=exc) from exc
-    outputs = {k: prediction.fields[k] for k in signature.outputs}
-    turn.add(Step(fields=outputs, tool_calls=()))
+            raise
+        raise ReActStepError(f"the extractor's request failed: {exc}", history=None, cause=exc) from exc
+    outputs = {k: prediction.fields[k] for k in task.outputs}
+    state.add(Step(fields=outputs, tool_calls=()))
     return Ending(outputs, "extracted", cause)
 
 
-def _failed(turn: Turn, failure: Failure) -> Ending:
+def _failed(failure: Failure) -> Ending:
     """A failed last request: incomplete at the deadline or a full window; otherwise it is raised."""
     if failure.cause in ("context_window_exceeded", "deadline_exceeded"):
-        return incomplete(failure.cause)
+        return Ending(cause=failure.cause)
     error = failure.error
     if error is not None and ends_turn(error):
-        raise_with_history(error, turn)
-    raise ReActStepError(
-        f"the last request of the turn failed: {error}", history=turn.recorded(), cause=error
-    ) from error
+        raise error
+    raise ReActStepError(f"the last request of the turn failed: {error}", history=None, cause=error) from error
+
+
+def trajectory_text(steps: Sequence[Step], task: Signature) -> str:
+    """A readable transcript of the turn for the extractor: inputs, thoughts, calls with results, notes."""
+    lines: list[str] = []
+    for number, step in enumerate(steps, start=1):
+        lines.append(f"Step {number}:")
+        for name in task.inputs:
+            if step.fields.get(name) is not None:
+                lines.append(f"  input {name}: {render_value(step.fields[name], task.inputs[name])}")
+        if step.note:
+            lines.append(f"  note: {step.note}")
+        if step.thought:
+            lines.append(f"  thought: {step.thought}")
+        results = {r.id: r for r in step.result_list()}
+        for call in step.calls:
+            args = json.dumps(dict(call.arguments), ensure_ascii=False, default=str)
+            result = results.get(call.id)
+            outcome = result_text(result) if result is not None else "(no result)"
+            lines.append(f"  called {call.name}({args}) -> {outcome}")
+        for name in task.outputs:
+            if name in step.fields:
+                lines.append(f"  output {name}: {render_value(step.fields[name], task.outputs[name])}")
+    return "\n".join(lines)

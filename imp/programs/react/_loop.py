@@ -2,83 +2,81 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import assert_never
 
 from imp.history import Step
-from imp.programs.react._finish import TextAnswer
-from imp.programs.react._last import raise_with_history
-from imp.programs.react._request import Failure, error_text, read_step, request_step
-from imp.programs.react._state import SUBMIT, Ending, TerminationCause, Turn, deadline_passed, incomplete
+from imp.programs.react._last import forced_submit, last_text
+from imp.programs.react._request import Failure, ask, error_text
+from imp.programs.react._spec import TurnSpec
+from imp.programs.react._state import Ending, TerminationCause, TurnState
 from imp.programs.react._tools import act
+from imp.runtime.deadline import deadline_passed
+from imp.runtime.events import Reasoning
 from imp.runtime.run import emit
 
-if TYPE_CHECKING:
-    from imp.programs.react._program import ReAct
-
-__all__ = ["run_turn"]
+__all__ = ["end_interrupted", "run_turn"]
 
 
-async def run_turn(program: ReAct, turn: Turn) -> Ending:
-    """Run one turn to its ending; every way out is an `Ending` or an error carrying the history."""
-    rule = turn.rule
-    thoughts = 0
-    forgiven = 0
-    budget = turn.max_iters
+async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
+    """Run a turn from where `state` stands to its ending. Every way out is an `Ending`, or an error
+    no further request could cure (the caller gives it the history so far)."""
+    rule = spec.rule
     cause: TerminationCause = "max_iters"
-    while turn.step < budget:
-        turn.step += 1
+    while state.step < spec.max_iters + state.forgiven:
+        state.step += 1
         if deadline_passed():
-            return incomplete("deadline_exceeded")
-        _refresh_tools(program, turn)
-        response = await request_step(program, turn, forced=False)
-        if isinstance(response, Failure):
-            if response.cause in ("context_window_exceeded", "deadline_exceeded"):
-                return incomplete(response.cause)
-            if response.ends_turn and response.error is not None:
-                raise_with_history(response.error, turn)
-            if forgiven < rule.failed_requests_forgiven:
-                forgiven += 1
-                budget += 1
+            return Ending(cause="deadline_exceeded")
+        roster = spec.roster()
+        reading = await ask(spec, state, roster, forced=False)
+        if isinstance(reading, Failure):
+            if reading.cause in ("context_window_exceeded", "deadline_exceeded"):
+                return Ending(cause=reading.cause)
+            if reading.ends_turn and reading.error is not None:
+                raise reading.error
+            if state.forgiven < rule.failed_requests_forgiven:
+                state.forgiven += 1
                 continue
-            cause = response.cause
+            cause = reading.cause
             break
-        reading = read_step(program, turn, response)
         if reading.error is not None:
-            turn.errors.append(error_text(reading.error))
+            state.errors.append(error_text(reading.error))
             cause = "parse_error"
             break
         if reading.calls:
-            thoughts = 0
-            ending = await act(program, turn, reading.calls, reading.text, response=response)
+            state.thoughts = 0
+            ending = await act(spec, state, roster, reading.calls, reading.text, response=reading.response)
             if ending is not None:
                 return ending
             continue
         if reading.text is None:  # said nothing, called nothing
             cause = "empty_tool_calls"
             break
-        if isinstance(rule, TextAnswer):
-            turn.finish_reason = response.finish_reason
-            turn.add(Step(fields={rule.text_field: reading.text}, tool_calls=()))
+        if rule.kind == "text_answer":
+            state.finish_reason = reading.response.finish_reason
+            state.add(Step(fields={rule.text_field: reading.text}, tool_calls=()))
             return Ending({rule.text_field: reading.text}, "answered")
-        turn.add(Step(thought=reading.text, tool_calls=(), results=()))
-        emit("reasoning", step=turn.step, text=reading.text, forced=False)
-        thoughts += 1
-        if thoughts >= rule.thoughts_in_a_row:
+        state.add(Step(thought=reading.text, tool_calls=(), results=()))
+        emit(Reasoning(state.step, reading.text))
+        state.thoughts += 1
+        if state.thoughts >= rule.thoughts_in_a_row:
             cause = "empty_tool_calls"
             break
-    return await rule.end_interrupted(program, turn, cause)
+    return await end_interrupted(spec, state, cause)
 
 
-def _refresh_tools(program: ReAct, turn: Turn) -> None:
-    """Offer a live tool list as it is now (an MCP server that changed its tools mid-turn): tools
-    it no longer holds leave the roster, so a call to one is refused as an unknown tool."""
-    live = program.live_tools
-    if live is None:
-        return
-    if turn.overrides is None:
-        originals = {id(t) for t in program.tools}
-        turn.overrides = {n: t for n, t in turn.roster.items() if n != SUBMIT and id(t) not in originals}
-    roster = {tool.name: turn.overrides.get(tool.name, tool) for tool in live}
-    if SUBMIT in turn.roster:
-        roster[SUBMIT] = turn.roster[SUBMIT]
-    turn.roster = roster
+async def end_interrupted(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
+    """The ending of an interrupted turn: one last request (the last text, or the forced `submit`),
+    unless the deadline has passed or only a `finish_on` tool may end the turn."""
+    kind = spec.rule.kind
+    if deadline_passed():
+        return Ending(cause="deadline_exceeded")
+    if kind == "tools":
+        return Ending(cause=cause)
+    if spec.note:
+        state.add(Step(note=spec.note, tool_calls=(), results=()))
+    state.step += 1
+    if kind == "text_answer":
+        return await last_text(spec, state, cause)
+    if kind == "submit":
+        return await forced_submit(spec, state, cause)
+    assert_never(kind)

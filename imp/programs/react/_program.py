@@ -1,4 +1,8 @@
-"""The ReAct program: its options, its step signature and `submit` tool, and one call of the loop."""
+"""The ReAct program: its options, its step signature and `submit` tool, and one call of the loop.
+
+A call builds the turn's spec (what stays fixed: signatures, rule, tools, adapter, LM, settings)
+and its state (what changes: steps, counters), then hands both to the loop.
+"""
 
 from __future__ import annotations
 
@@ -6,33 +10,33 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from imp.adapters.base import Adapter
+from imp.adapters.base import FormatOptions
 from imp.adapters.chat import ChatAdapter
+from imp.errors import LMError, ReActStepError
 from imp.history import History
-from imp.models.base import LM
 from imp.prediction import Prediction, PredictionMetadata
-from imp.programs._parameters import (
-    Changes,
-    Parameters,
-    Predictor,
-    ToolDescription,
-    apply_to_tools,
-    check_loop_demos,
-    trace_call,
-)
+from imp.programs._parameters import Changes, Parameters, Predictor, apply_to_tools, trace_call
+from imp.programs._tool_loop import ToolLoop, check_max_iters
 from imp.programs.base import Program
 from imp.programs.predict import check_options, prepare_inputs, resolve_lm
-from imp.programs.react._finish import FinishRule, rule_for
 from imp.programs.react._last import EXTRACT_INSTRUCTIONS
 from imp.programs.react._loop import run_turn
-from imp.programs.react._request import as_history
-from imp.programs.react._state import CALLS_FIELD, SUBMIT, THOUGHT_FIELD, FinishMode, HistoryReplay, Turn
-from imp.programs.react._tools import FinishOn, check_outputs
+from imp.programs.react._messages import demo_steps
+from imp.programs.react._spec import NOT_SENT, FinishRule, TurnSpec, check_outputs, episode_boundaries, rule_for
+from imp.programs.react._state import (
+    CALLS_FIELD,
+    SUBMIT,
+    THOUGHT_FIELD,
+    FinishMode,
+    FinishOn,
+    HistoryReplay,
+    TurnState,
+)
 from imp.runtime.deadline import self_ending
 from imp.runtime.usage import track_usage
 from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
-from imp.tools import ExecutionCancelled, Tool, ToolPolicy, as_tool, tool
+from imp.tools import ExecutionCancelled, Tool, tool
 from imp.tools.policy import validate_policy
 
 __all__ = ["ReAct", "react"]
@@ -61,24 +65,15 @@ _OPTIONS = frozenset(
 
 
 @dataclass(frozen=True, eq=False)
-class ReAct(Program):
+class ReAct(ToolLoop, Program):
     """The tool loop: each step one request with native tools; `submit`, a text answer or a tool ends the turn."""
 
-    signature: Signature
-    tools: tuple[Tool, ...]
-    lm: LM | None = None
-    adapter: Adapter | None = None
-    demos: tuple[Mapping[str, Any], ...] = ()
-    config: Mapping[str, Any] = field(default_factory=dict)
-    adapter_opts: Mapping[str, Any] = field(default_factory=dict)
-    max_iters: int = 20
     finish: FinishMode = "auto"
     finish_on: Mapping[str, FinishOn] = field(default_factory=dict)
     last_request_note: str | None = None
     last_request_tools: tuple[str, ...] = ()
     unsent_note: str | None = None
     history_replay: HistoryReplay = "full"
-    tool_policy: ToolPolicy = "allow"
     extract_instructions: str | None = None
     """The extractor's instructions when an optimizer rewrote them; else the task's and a fixed paragraph."""
     _step_signatures: dict[tuple[str, bool], Signature] = field(
@@ -88,31 +83,22 @@ class ReAct(Program):
     """The list the tools came from when it refreshes itself (an MCP import): read at every step."""
 
     handles_deadline: ClassVar[bool] = True
+    loop_tool: ClassVar[str] = SUBMIT
+    label: ClassVar[str] = "imp.react"
+    zero_iters: ClassVar[str] = (
+        "for one last request on a history you hold, give max_iters=0 to that call: "
+        "imp.call(program, history=..., max_iters=0, last_request_note=...)"
+    )
 
     def __post_init__(self) -> None:
         if getattr(self.tools, "refreshes_tools", False):
             object.__setattr__(self, "live_tools", self.tools)
-        object.__setattr__(self, "tools", tuple(as_tool(t, "imp.react") for t in self.tools))
-        object.__setattr__(self, "demos", tuple(self.demos))
+        super().__post_init__()
         object.__setattr__(self, "last_request_tools", tuple(self.last_request_tools))
         object.__setattr__(self, "finish_on", dict(self.finish_on))
-        names = [t.name for t in self.tools]
-        if len(set(names)) != len(names):
-            raise ValueError(f"two tools share a name: {sorted({n for n in names if names.count(n) > 1})}")
-        if SUBMIT in names:
-            raise ValueError("the tool name `submit` is reserved for the loop's own tool")
-        if not isinstance(self.adapter_opts, Mapping):
-            raise TypeError(f"adapter_opts must be a mapping, got {type(self.adapter_opts).__name__}")
+        names = self.tool_names
         if "tools" in self.config or "tool_choice" in self.config:
             raise ValueError("the loop sets `tools` and `tool_choice` itself; leave them out of config")
-        _check_max_iters(self.max_iters)
-        if self.max_iters == 0:
-            raise ValueError(
-                "imp.react(max_iters=0): max_iters is how many tool steps one call may take (>= 1, 20 by "
-                "default), so this program could never run a tool; for one last request on a history you "
-                "hold, give max_iters=0 to that call: imp.call(program, history=..., max_iters=0, "
-                "last_request_note=...)"
-            )
         _check_finish(self.finish)
         if self.history_replay not in ("full", "actions"):
             raise ValueError(f"history_replay is 'full' or 'actions', got {self.history_replay!r}")
@@ -128,7 +114,7 @@ class ReAct(Program):
         unknown = [n for n in self.last_request_tools if n not in names]
         if unknown:
             raise ValueError(f"last_request_tools names tools the program does not hold: {unknown}")
-        if self.last_request_tools and self._has_submit(self.finish):
+        if self.last_request_tools and self.rule(self.finish).has_submit:
             raise ValueError(
                 "last_request_tools applies to a signature with one text output; this one ends with `submit`"
             )
@@ -141,15 +127,11 @@ class ReAct(Program):
     @property
     def text_output(self) -> str | None:
         """The one unconstrained text output, if the signature has exactly that."""
-        outputs = list(self.signature.outputs.values())
-        return outputs[0].name if len(outputs) == 1 and outputs[0].is_plain_text else None
+        return rule_for(self.signature, "auto").text_output
 
     def rule(self, finish: FinishMode) -> FinishRule:
         """How a turn ends under a finish mode (a text answer, `submit`, or a `finish_on` tool)."""
-        return rule_for(self, finish)
-
-    def _has_submit(self, finish: FinishMode) -> bool:
-        return self.rule(finish).has_submit
+        return rule_for(self.signature, finish)
 
     def step_signature(self, finish: FinishMode, written: bool = False) -> Signature:
         """The signature of one step: the task inputs (optional) and history; a thought or the text answer.
@@ -167,10 +149,8 @@ class ReAct(Program):
         if rule.text_output is not None:
             text = self.signature.outputs[rule.text_output]
             outputs = [text.replace(annotation=str | None, default=None)]
-            text_field = text.name
         else:
             outputs = [Field(THOUGHT_FIELD, "output", str | None, default=None)]
-            text_field = THOUGHT_FIELD
         if written:
             outputs.append(
                 Field(
@@ -182,7 +162,11 @@ class ReAct(Program):
                     default=[],
                 )
             )
-        metadata = {"text_field": text_field, "answer_fields": tuple(self.signature.outputs), "written_tools": written}
+        metadata = {
+            "text_field": rule.text_field,
+            "answer_fields": tuple(self.signature.outputs),
+            "written_tools": written,
+        }
         made = Signature(inputs, outputs, self.signature.instructions, metadata=metadata, name="ReActStep")
         cache[(finish, written)] = made
         return made
@@ -191,12 +175,13 @@ class ReAct(Program):
         """The `submit` tool: its parameters are the outputs, every one required."""
         from imp.adapters.json import strict_output_schema
 
-        schema = strict_output_schema(self.signature) or dict(self.signature.json_schema())
-        schema = {**schema, "required": list(self.signature.outputs)}
+        signature = self.signature
+        schema = strict_output_schema(signature) or dict(signature.json_schema())
+        schema = {**schema, "required": list(signature.outputs)}
         schema.pop("title", None)
 
-        def run_submit(arguments: Mapping[str, Any]) -> dict[str, Any]:
-            return check_outputs(self, arguments, SUBMIT)
+        def run_submit(arguments: Mapping[str, object]) -> dict[str, Any]:
+            return check_outputs(signature, arguments, SUBMIT)
 
         return tool(
             run_submit,
@@ -214,14 +199,25 @@ class ReAct(Program):
             return self.extract_instructions
         return f"{self.signature.instructions}\n\n{EXTRACT_INSTRUCTIONS}"
 
+    def unsent_line(self, rule: FinishRule) -> str:
+        """The line that follows a thought-only step when it is replayed."""
+        if rule.kind == "submit":
+            outputs = ", ".join(f"`{n}`" for n in self.signature.outputs)
+            return f"{NOT_SENT} To reply, call `{SUBMIT}` with {outputs}; to keep working, call a tool."
+        if rule.kind == "tools":
+            if self.unsent_note:
+                return self.unsent_note
+            names = " or ".join(f"`{n}`" for n in self.finish_on)
+            return f"{NOT_SENT} To end the turn, call {names}; to keep working, call a tool."
+        return NOT_SENT
+
     # --- values --------------------------------------------------------------------------
 
     def parameters(self) -> Parameters:
         """Two predictors, the loop's step (`react`) and the extractor (`extract`), and the tools' descriptions."""
         step = Predictor(STEP, self.signature.instructions, self.demos, self.step_signature(self.finish))
         extractor = Predictor(EXTRACTOR, self.extractor_instructions, (), self.signature, takes_demos=False)
-        tools = tuple(ToolDescription(t.name, t.description, t.parameters, t) for t in self.tools)
-        return Parameters((step, extractor), tools)
+        return Parameters((step, extractor), self.tool_descriptions())
 
     def predictor_programs(self) -> list[tuple[str, Program]]:
         """Itself, as its step `react` (a traced run records the turn's inputs and outputs)."""
@@ -240,69 +236,51 @@ class ReAct(Program):
             made = replace(made, tools=apply_to_tools(made.tools, changes))
         return made
 
-    def with_lm(self, lm: LM) -> ReAct:
-        """The same program pinned to another LM."""
-        return replace(self, lm=lm)
-
-    def with_tools(self, tools: Sequence[Tool]) -> ReAct:
-        """The same program with another roster."""
-        return replace(self, tools=tuple(tools))
-
-    def with_demos(self, demos: Sequence[Mapping[str, Any]]) -> ReAct:
-        """The same program with these demos (signature-shaped examples shown before the history)."""
-        return replace(self, demos=check_loop_demos(demos))
-
     # --- one call ------------------------------------------------------------------------
 
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
-        turn = self._start(inputs)
+        spec, state = self.start(inputs)
         # The loop ends itself at the deadline, so the deadline's backstop waits for it.
         with track_usage() as usage, self_ending():
             try:
-                ending = await run_turn(self, turn)
-            except ExecutionCancelled as exc:
-                exc.history = turn.recorded()
+                ending = await run_turn(spec, state)
+            except (LMError, ReActStepError, ExecutionCancelled) as exc:
+                exc.history = state.recorded(spec.base)  # what the turn did before the error ended it
                 raise
             finally:
-                turn.recorded()  # the call's inputs are kept even when no step recorded them
+                state.recorded(spec.base)  # the call's inputs are kept even when no step recorded them
         complete = ending.reason != "incomplete"
         outputs = ending.outputs
         fields = dict(outputs) if outputs is not None else {n: None for n in self.signature.outputs}
-        projection = None
-        if turn.cut:
-            projection = {
-                "reason": "context_window_exceeded",
-                "omitted_prior_entries": turn.cut,
-                "omitted_prior_groups": turn.omitted_groups,
-                "recovery_requests": turn.projection_retries,
-            }
+        history = state.history(spec.base)
         metadata = PredictionMetadata(
-            history=turn.history,
+            history=history,
             termination_reason=ending.reason,
             termination_cause=ending.cause,
-            termination_error=list(turn.errors) if not complete and turn.errors else None,
+            termination_error=list(state.errors) if not complete and state.errors else None,
             finished_by_tool=ending.finished_by,
-            unexecuted_tool_calls=turn.unexecuted,
-            context_projection=projection,
-            finish_reason=turn.finish_reason,
+            unexecuted_tool_calls=state.unexecuted,
+            context_projection=state.projection(),
+            finish_reason=state.finish_reason,
             usage=usage.total,
             usage_by_model=usage.by_model,
-            adapter=turn.adapter.name,
+            adapter=spec.adapter.name,
             lm_calls=usage.total.requests,
         )
         if complete:  # a demo of this turn: its inputs, its outputs, and the steps that led to them
-            steps = History(list(turn.history)[len(turn.base) :]).dump()
+            steps = History(state.steps).dump()
             trace_call(
-                self, {k: v for k, v in turn.inputs.items() if k in self.signature.inputs}, {**fields, "history": steps}
+                self, {k: v for k, v in spec.inputs.items() if k in self.signature.inputs}, {**fields, "history": steps}
             )
         return Prediction(fields, metadata, complete=complete)
 
-    def _start(self, inputs: dict[str, Any]) -> Turn:
+    def start(self, inputs: Mapping[str, Any]) -> tuple[TurnSpec, TurnState]:
+        """The spec and the fresh state of one call on these inputs (the loop's control inputs read and checked)."""
         values = dict(inputs)
         control = {k: values.pop(k) for k in _CONTROL_INPUTS if k in values and k not in self.signature.inputs}
         history = as_history(control.get("history"))
         max_iters = control.get("max_iters", self.max_iters)
-        _check_max_iters(max_iters)
+        check_max_iters(max_iters)
         finish: FinishMode = control.get("finish", self.finish)
         _check_finish(finish)
         if finish == "tools" and not self.finish_on:
@@ -311,7 +289,8 @@ class ReAct(Program):
         if note is not None and not isinstance(note, str):
             raise TypeError("last_request_note is a string or None")
         last_tools = tuple(control.get("last_request_tools", self.last_request_tools) or ())
-        unknown = [n for n in last_tools if n not in {t.name for t in self.tools}]
+        names = self.tool_names
+        unknown = [n for n in last_tools if n not in names]
         if unknown:
             raise ValueError(f"last_request_tools names tools the program does not hold: {unknown}")
         config = dict(self.config)
@@ -325,31 +304,52 @@ class ReAct(Program):
         roster = {t.name: t for t in self.tools}
         if control.get("tools") is not None:
             roster = self._call_roster(control["tools"], roster)
-        if self._has_submit(finish):
+        overrides = {n: t for n, t in roster.items() if t is not self._tool(n)}
+        rule = self.rule(finish)
+        tool_names = names
+        if rule.has_submit:
             roster[SUBMIT] = self.submit_tool()
+            tool_names = [*names, SUBMIT]
         prepared = prepare_inputs(_optional_inputs(self.signature) if history else self.signature, values)
-        pending = {
+        unrecorded = {
             k: v for k, v in prepared.items() if v is not None and (k in self.signature.inputs or k == "user_name")
         }
         lm = resolve_lm(self.lm)
         adapter = self.adapter or settings().adapter or ChatAdapter()
-        return Turn(
-            inputs=prepared,
-            pending=pending,
-            base=history,
-            rule=self.rule(finish),
+        written = not lm.capabilities.tool_calling
+        spec = TurnSpec(
+            task=self.signature,
+            step_signature=self.step_signature(finish, written),
+            rule=rule,
+            adapter=adapter,
+            lm=lm,
+            written=written,
+            format=FormatOptions.read(self.adapter_opts),
+            config=config,
             max_iters=max_iters,
+            tools=roster,
+            tool_names=tuple(tool_names),
+            live=self.live_tools,
+            overrides=overrides,
+            tool_policy=self.tool_policy,
+            finish_on=self.finish_on,
             note=note,
             last_request_tools=last_tools,
-            config=config,
-            roster=roster,
-            lm=lm,
-            adapter=adapter,
-            starts_turn=bool(pending) or "last_request_note" in control,
-            written=not lm.capabilities.tool_calling,
+            unsent_line=self.unsent_line(rule),
+            replay=self.history_replay,
+            extract_instructions=self.extractor_instructions,
+            demos=demo_steps(self.demos, self.signature, rule.has_submit),
+            inputs=prepared,
+            base=history,
+            episodes=tuple(episode_boundaries(history, list(self.signature.outputs))),
+            starts_turn=bool(unrecorded) or "last_request_note" in control,
         )
+        return spec, TurnState(unrecorded=unrecorded)
 
-    def _call_roster(self, given: Any, roster: dict[str, Tool]) -> dict[str, Tool]:
+    def _tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def _call_roster(self, given: object, roster: dict[str, Tool]) -> dict[str, Tool]:
         if not isinstance(given, list | tuple):
             raise TypeError("the per-call tools are a list of imp tools")
         out = dict(roster)
@@ -368,6 +368,19 @@ class ReAct(Program):
         return out
 
 
+def as_history(value: object) -> History:
+    """The `history` input as a History (a History, its dump, or a list of turns)."""
+    if value is None:
+        return History()
+    if isinstance(value, History):
+        return value
+    if isinstance(value, Mapping) and "messages" in value:
+        return History.load(value) if value.get("type") == "history" else History(value["messages"])
+    if isinstance(value, list | tuple):
+        return History(value)
+    raise TypeError(f"history is an imp.History (or a list of turns), got {type(value).__name__}")
+
+
 def _optional_inputs(signature: Signature) -> Signature:
     return Signature(
         [f.replace(default=None) if f.required else f for f in signature.inputs.values()],
@@ -376,12 +389,7 @@ def _optional_inputs(signature: Signature) -> Signature:
     )
 
 
-def _check_max_iters(value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"max_iters is a whole number >= 0, got {value!r}")
-
-
-def _check_finish(value: Any) -> None:
+def _check_finish(value: object) -> None:
     if value not in ("auto", "submit", "tools"):
         raise ValueError(f"finish is 'auto', 'submit' or 'tools', got {value!r}")
 

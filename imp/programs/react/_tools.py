@@ -2,42 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
 
 import anyio
 
 from imp.history import Step, ToolCall, ToolResult
 from imp.models.base import LMResponse
-from imp.programs.react._state import SUBMIT, Ending, Turn, incomplete
+from imp.programs.react._spec import TurnSpec, check_outputs
+from imp.programs.react._state import SUBMIT, Ending, Finish, TurnState
 from imp.runtime.deadline import time_left
+from imp.runtime.events import Reasoning
 from imp.runtime.run import current_run, emit
-from imp.tools import ToolError, ToolEvent, run_tool_calls
+from imp.tools import Tool, ToolError, forward_tool_event, run_tool_calls
 
-if TYPE_CHECKING:
-    from imp.programs.react._program import ReAct
-
-__all__ = ["CONTINUE", "Finish", "FinishOn", "Ran", "act", "check_outputs", "decide", "run_calls"]
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """Returned by a `finish_on` function: end the turn with these outputs."""
-
-    outputs: Mapping[str, Any]
-
-
-class _Continue:
-    """Returned by a `finish_on` function: let the loop go on."""
-
-    def __repr__(self) -> str:
-        return "imp.CONTINUE"
-
-
-CONTINUE = _Continue()
-FinishOn = Callable[[Mapping[str, Any], Any, Mapping[str, Any]], "Finish | _Continue"]
+__all__ = ["Ran", "act", "decide", "run_calls"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +28,9 @@ class Ran:
     timed_out: bool = False
 
 
-async def run_calls(program: ReAct, turn: Turn, calls: Sequence[ToolCall], step: Step) -> Ran:
+async def run_calls(
+    spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], calls: Sequence[ToolCall], step: Step
+) -> Ran:
     """Run the calls under the program's policy, the run's authorization and the deadline.
 
     If anything but the deadline stops them (a cancellation, `ExecutionCancelled`), the step is
@@ -61,22 +43,22 @@ async def run_calls(program: ReAct, turn: Turn, calls: Sequence[ToolCall], step:
         with anyio.fail_after(left) if left is not None else nullcontext():
             await run_tool_calls(
                 list(calls),
-                turn.roster,
-                policy=program.tool_policy,
+                roster,
+                policy=spec.tool_policy,
                 authorize=run.authorize if run is not None else None,
-                on_event=_forward_tool_event,
+                on_event=forward_tool_event,
                 into=results,
             )
     except TimeoutError:
         return Ran(tuple(results), timed_out=True)
     except BaseException:
-        turn.add(_with_results(step, results))
+        state.add(replace(step, results=tuple(results)))
         raise
     return Ran(tuple(results))
 
 
 def decide(
-    program: ReAct, turn: Turn, calls: Sequence[ToolCall], results: tuple[ToolResult, ...]
+    spec: TurnSpec, calls: Sequence[ToolCall], results: tuple[ToolResult, ...]
 ) -> tuple[Ending | None, tuple[ToolResult, ...]]:
     """Whether the step ends the turn: a valid `submit` first, then the first `finish_on` that finishes.
 
@@ -85,17 +67,17 @@ def decide(
     for call, result in zip(calls, results, strict=True):
         if call.name == SUBMIT and result.ok:
             return Ending(result.result, "submit"), results
-    if not program.finish_on:
+    if not spec.finish_on:
         return None, results
     checked_results = list(results)
     for index, (call, result) in enumerate(zip(calls, results, strict=True)):
-        hook = program.finish_on.get(call.name)
+        hook = spec.finish_on.get(call.name)
         if hook is None or not result.ok:
             continue
-        decision = hook(dict(call.arguments), result.result, turn.inputs)
+        decision = hook(dict(call.arguments), result.result, spec.inputs)
         if isinstance(decision, Finish):
             try:
-                outputs = check_outputs(program, decision.outputs, call.name)
+                outputs = check_outputs(spec.task, decision.outputs, call.name)
             except ToolError as exc:
                 checked_results[index] = ToolResult(call.id, call.name, None, "result", exc.message)
                 continue
@@ -104,8 +86,9 @@ def decide(
 
 
 async def act(
-    program: ReAct,
-    turn: Turn,
+    spec: TurnSpec,
+    state: TurnState,
+    roster: Mapping[str, Tool],
     calls: Sequence[ToolCall],
     thought: str | None,
     *,
@@ -118,7 +101,7 @@ async def act(
     The deadline passing while the tools run ends the turn `incomplete` (`deadline_exceeded`).
     """
     if thought:
-        emit("reasoning", step=turn.step, text=thought, forced=forced)
+        emit(Reasoning(state.step, thought, forced))
     step = Step(
         thought=thought or None,
         tool_calls=tuple(calls),
@@ -126,46 +109,13 @@ async def act(
         reasoning=response.reasoning or None if response is not None else None,
         reasoning_data=response.reasoning_data if response is not None else None,
     )
-    ran = await run_calls(program, turn, calls, step)
+    ran = await run_calls(spec, state, roster, calls, step)
     if ran.timed_out:
-        turn.add(_with_results(step, ran.results))
-        return incomplete("deadline_exceeded")
-    ending, results = decide(program, turn, calls, ran.results) if decides else (None, ran.results)
-    step = _with_results(step, results)
+        state.add(replace(step, results=ran.results))
+        return Ending(cause="deadline_exceeded")
+    ending, results = decide(spec, calls, ran.results) if decides else (None, ran.results)
+    step = replace(step, results=results)
     if ending is not None and ending.outputs is not None:
-        step = Step(
-            fields=dict(ending.outputs),
-            thought=step.thought,
-            tool_calls=step.tool_calls,
-            results=step.results,
-            reasoning=step.reasoning,
-            reasoning_data=step.reasoning_data,
-        )
-    turn.add(step)
+        step = replace(step, fields=dict(ending.outputs))
+    state.add(step)
     return ending
-
-
-def check_outputs(program: ReAct, values: Mapping[str, Any], tool_name: str) -> dict[str, Any]:
-    """Outputs given to `submit` or by a `finish_on`, checked against the signature (a refusal when they do not fit)."""
-    from imp.adapters.chat import ChatAdapter
-    from imp.errors import AdapterParseError
-
-    signature = program.signature
-    missing = [n for n in signature.outputs if n not in values]
-    if missing:
-        raise ToolError(f"{tool_name} is missing: {', '.join(missing)}", outcome="refused")
-    try:
-        return ChatAdapter().parse_mapping(signature, values)
-    except AdapterParseError as exc:
-        detail = str(exc).split(": ", 1)[-1]
-        raise ToolError(f"{tool_name} got outputs that do not fit: {detail}", outcome="refused") from None
-
-
-def _with_results(step: Step, results: Sequence[ToolResult]) -> Step:
-    from dataclasses import replace
-
-    return replace(step, results=tuple(results))
-
-
-def _forward_tool_event(event: ToolEvent) -> None:
-    emit(event.kind, **{k: v for k, v in event.dump().items() if k != "kind"})

@@ -10,6 +10,7 @@ import pytest
 
 import imp
 from imp.history import ToolCall, ToolResult
+from imp.programs.react._messages import guidance_lines
 
 FORM = "{% for f in outputs %}{f.name}: {f.value}\n{% endfor %}"
 RATE = imp.Signature(
@@ -286,7 +287,7 @@ def test_tool_turns_tool_result_renderer_and_history_note_renderer() -> None:
     )
     assert roles(messages) == ["system", "user", "assistant", "tool", "user", "user"]
     assert messages[1]["content"] == "Text: first"
-    assert messages[2]["tool_calls"][0]["function"]["name"] == "look"
+    assert messages[2]["tool_calls"][0].name == "look"
     assert messages[3] == {"role": "tool", "tool_call_id": "c1", "content": "[look] found"}
     assert messages[4]["content"] == "note: looked"
 
@@ -295,7 +296,8 @@ def test_omit_empty_request_and_guidance() -> None:
     sig = imp.signature("text: str | None -> summary", "Summarize.")
     adapter = imp.TemplateAdapter(PIRATE)
     assert roles(adapter.format(sig, {"text": None}, omit_empty_request=True)) == ["system"]
-    guided = adapter.format(sig, {"text": "t"}, guidance={"tool_names": ["look"]}, agent_line="You are a pirate agent.")
+    guidance = imp.Guidance(tuple(guidance_lines(tool_names=["look"])))
+    guided = adapter.format(sig, {"text": "t"}, guidance=guidance, agent_line="You are a pirate agent.")
     assert "You are a pirate agent.\nCall tools when more information is needed." in guided[0]["content"]
     assert "The available tools are: `look`." in guided[0]["content"]
 

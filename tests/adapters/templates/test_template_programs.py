@@ -82,7 +82,7 @@ async def test_react_with_a_template_sends_tools_natively_and_ends_on_text() -> 
         "You are a helpful pirate. Answer the question.\n\nYou are an Agent."
     )
     assert first.messages[1] == {"role": "user", "content": "Q: Capital of France?"}
-    assert second.messages[2]["tool_calls"][0]["function"]["name"] == "look"
+    assert second.messages[2]["tool_calls"][0].name == "look"
     assert second.messages[3]["role"] == "tool"
 
 

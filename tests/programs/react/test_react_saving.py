@@ -72,8 +72,8 @@ async def test_with_demos_shows_them_before_the_turn() -> None:
     await imp.call(taught, ticket="Charged twice.")
     messages = lm.requests[0].messages
     assert messages[1] == {"role": "user", "content": "[[ ## ticket ## ]]\nLogin broken"}
-    assert messages[2]["role"] == "assistant" and messages[2]["tool_calls"][0]["function"]["name"] == "submit"
-    assert '"team": "beacon"' in messages[2]["tool_calls"][0]["function"]["arguments"]
+    assert messages[2]["role"] == "assistant" and messages[2]["tool_calls"][0].name == "submit"
+    assert messages[2]["tool_calls"][0].arguments["team"] == "beacon"
     assert messages[3]["role"] == "tool" and "Ines" in str(messages[3]["content"])
     assert messages[-1] == {"role": "user", "content": "[[ ## ticket ## ]]\nCharged twice."}
 

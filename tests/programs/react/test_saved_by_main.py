@@ -66,13 +66,29 @@ def test_a_program_saved_by_main_loads() -> None:
     assert isinstance(program.adapter, imp.XMLAdapter)
 
 
+def _as_main_wrote(message: imp.models.base.Message) -> dict[str, Any]:
+    """A message as main handed it to the LM: main wrote each call in OpenAI's shape; the message now
+    carries the `ToolCall` record, and each client writes its provider's shape from it."""
+    out: dict[str, Any] = dict(message)
+    if "tool_calls" in out:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments), ensure_ascii=False)},
+            }
+            for c in message["tool_calls"]
+        ]
+    return out
+
+
 @pytest.mark.parametrize("name", list(SCENARIOS))
 async def test_the_loop_sends_what_main_sent(name: str) -> None:
     recorded = json.loads((FIXTURES / "main_requests.json").read_text())[name]
     program, lm, inputs = SCENARIOS[name]()
     with contextlib.suppress(imp.ImpError):
         await imp.call(program, **inputs)
-    sent = [{"messages": [dict(m) for m in r.messages], "options": r.options} for r in lm.requests]
+    sent = [{"messages": [_as_main_wrote(m) for m in r.messages], "options": r.options} for r in lm.requests]
     assert len(sent) == len(recorded)
     same = DIVERGES.get(name, len(recorded))
     assert json.loads(json.dumps(plain(sent[:same]), default=str)) == recorded[:same]

@@ -38,7 +38,7 @@ async def test_each_request_is_the_previous_one_plus_the_newest_exchange() -> No
     second = await imp.call(escalate, {"ticket": "It happened again today.", "history": first.metadata.history})
     r1, r2, r3 = (r.messages for r in lm.requests)
     assert r2[: len(r1)] == r1
-    assert r2[len(r1)]["tool_calls"][0]["function"]["name"] == "on_call"
+    assert r2[len(r1)]["tool_calls"][0].name == "on_call"
     assert r2[-1] == {"role": "tool", "tool_call_id": "call_1_0", "content": "Maya"}
     # the next call replays the whole first turn, then asks the new ticket
     assert r3[: len(r2)] == r2

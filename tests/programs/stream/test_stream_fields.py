@@ -11,7 +11,6 @@ from stream_lms import ChunkedLM, scripted
 
 import imp
 from imp.models.base import LMResponse
-from imp.programs._stream_split import splitter_for
 
 CHAT = (
     "[[ ## reasoning ## ]]\nFirst, the [brackets] and [[ ## not a marker. ]]\n\n"
@@ -144,8 +143,7 @@ FIRST_TOKEN = [
 @pytest.mark.parametrize(("adapter", "text"), FIRST_TOKEN, ids=["chat", "json", "xml", "template"])
 def test_text_that_cannot_start_a_marker_is_not_held_back(adapter: Any, text: str) -> None:
     signature = imp.signature("question -> answer: str, count: int")
-    splitter = splitter_for(adapter, signature)
-    assert splitter is not None
+    splitter = adapter.field_splitter(signature)
     assert splitter.feed(text) == [("answer", "Hel")]
     # what could be the start of the next marker waits for the next chunk
     tail = {"chat": "lo [[ ## co", "json": 'lo", "co', "xml": "lo</ans", "template": "lo\nCou"}[_kind(adapter)]
@@ -154,3 +152,65 @@ def test_text_that_cannot_start_a_marker_is_not_held_back(adapter: Any, text: st
 
 def _kind(adapter: Any) -> str:
     return {"ChatAdapter": "chat", "JSONAdapter": "json", "XMLAdapter": "xml"}.get(type(adapter).__name__, "template")
+
+
+class LinesAdapter(imp.Adapter):
+    """A dialect of one's own (`name: value` lines) that says nothing of how its replies stream."""
+
+    name = "LinesAdapter"
+
+    def default_system(self, signature: imp.Signature, options: Any) -> str:
+        return "Answer with `name: value` lines for: " + ", ".join(signature.outputs)
+
+    def input_section(self, field: imp.Field, formatted_value: str) -> str:
+        return f"{field.name}: {formatted_value}"
+
+    def default_outputs(self, signature: imp.Signature, outputs: Any, missing_message: str) -> str:
+        return "\n".join(f"{n}: {outputs.get(n, missing_message)}" for n in signature.outputs)
+
+    def response_instruction(self, signature: imp.Signature) -> str | None:
+        return None
+
+    def parse_text(self, signature: imp.Signature, text: str) -> dict[str, Any]:
+        found = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+        return self.complete(signature, {k: v for k, v in found.items() if k in signature.outputs}, completion=text)
+
+
+@pytest.mark.parametrize("size", [1, 4, 1000])
+async def test_a_dialect_of_ones_own_streams_its_fields_whole_when_the_reply_ends(size: int) -> None:
+    """An adapter that does not say how its replies are split still streams: each output arrives
+    once, read by the adapter itself, after the reply's last chunk (never silently nothing)."""
+    reply = "answer: forty two\ncount: 42"
+    program = imp.predict(SIGNATURE, adapter=LinesAdapter())
+    joined, parts = await collect(program.with_lm(ChunkedLM(scripted(reply), size)), question="q")
+    assert joined == {"answer": "forty two", "count": "42"}
+    assert [p.field for p in parts if p.kind == "field"] == ["answer", "count"]
+    final = parts[-1].prediction
+    assert final is not None and final.answer == "forty two" and final.count == 42
+
+
+async def test_a_dialect_of_ones_own_that_splits_its_replies_is_streamed_by_its_own_splitter() -> None:
+    """Adding a dialect touches only its adapter: its `field_splitter` is what `imp.stream` uses."""
+    from imp.adapters._split import FieldSplitter
+
+    class Streaming(LinesAdapter):
+        def field_splitter(self, signature: imp.Signature) -> Any:
+            names = list(signature.outputs)
+
+            def find_open(buf: str, pos: int) -> tuple[str, int, int] | None:
+                for name in names:
+                    at = buf.find(f"{name}: ", pos)
+                    if at >= 0:
+                        return name, at, at + len(name) + 2
+                return None
+
+            def find_close(buf: str, pos: int, field: str) -> tuple[int, int] | None:
+                at = buf.find("\n", pos)
+                return (at, at + 1) if at >= 0 else None
+
+            return FieldSplitter(find_open, find_close, lambda field: ("\n",))
+
+    program = imp.predict(SIGNATURE, adapter=Streaming())
+    joined, parts = await collect(program.with_lm(ChunkedLM(scripted("answer: forty two\ncount: 42"), 3)), question="q")
+    assert joined == {"answer": "forty two", "count": "42"}
+    assert len([p for p in parts if p.field == "answer"]) > 1  # written piece by piece, as it came

@@ -1,26 +1,50 @@
 """Output fields read incrementally from a streamed reply: each field's text as it is written.
 
-A splitter is fed the reply's text deltas and returns `(field, delta)` pieces. Markers (Chat's
-`[[ ## name ## ]]`, XML tags, a template's literal text) are found even when split across two
-chunks, and never leak into a delta: text that could be the start of a marker is held back until
-the next chunk says what it is. A field's deltas joined are its value text as the adapter reads it
-(stripped; XML entities and JSON string escapes decoded); typed values arrive as their raw text.
+Each adapter says how its replies are split (`Adapter.field_splitter`): a splitter is fed the
+reply's text deltas and returns `(field, delta)` pieces. Markers (Chat's `[[ ## name ## ]]`, XML
+tags, a template's literal text) are found even when split across two chunks, and never leak into
+a delta: text that could be the start of a marker is held back until the next chunk says what it
+is. A field's deltas joined are its value text as the adapter reads it (stripped; XML entities and
+JSON string escapes decoded); typed values arrive as their raw text. An adapter that says nothing
+of its form gets `WholeReply`: its fields arrive whole, read by the adapter itself, when the
+reply ends.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from imp.adapters.base import Adapter
+from imp.errors import AdapterParseError
 from imp.signature import Signature
+from imp.values import render_value
 
-__all__ = ["FieldSplitter", "splitter_for"]
+__all__ = [
+    "FieldSplitter",
+    "JSONSplitter",
+    "Piece",
+    "PlainOrFields",
+    "Splitter",
+    "WholeReply",
+    "prefilled",
+    "with_plain_text",
+]
 
 Piece = tuple[str, str]
-_XML_ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&apos;": "'"}
-_XML_ENTITY = re.compile("|".join(re.escape(e) for e in _XML_ENTITIES))
+"""A field's name and more of its text."""
+
+
+class Splitter(Protocol):
+    """Reads a streamed reply's text deltas into field pieces."""
+
+    def feed(self, chunk: str) -> list[Piece]:
+        """The field pieces this chunk completes."""
+        ...
+
+    def close(self) -> list[Piece]:
+        """The pieces held back at the end of the reply."""
+        ...
 
 
 class FieldSplitter:
@@ -103,89 +127,6 @@ class FieldSplitter:
         self._spaces += text[len(body) :]
         if end:
             self._spaces = ""
-
-
-def _chat(signature: Signature) -> FieldSplitter:
-    names = [*signature.outputs, "completed"]
-    marker = re.compile(r"\[\[ ## (" + "|".join(re.escape(n) for n in names) + r") ## \]\][^\S\n]*")
-
-    def find_open(buf: str, pos: int) -> tuple[str, int, int] | None:
-        while (match := marker.search(buf, pos)) is not None:
-            if match.group(1) != "completed":
-                return match.group(1), match.start(), match.end()
-            pos = match.end()
-        return None
-
-    def find_close(buf: str, pos: int, field: str) -> tuple[int, int] | None:
-        match = marker.search(buf, pos)
-        return (match.start(), match.start()) if match is not None else None
-
-    texts = tuple(f"[[ ## {n} ## ]]" for n in names)
-    return FieldSplitter(find_open, find_close, lambda field: texts)
-
-
-def _xml(signature: Signature) -> FieldSplitter:
-    names = list(signature.outputs)
-    opening = re.compile(r"<(" + "|".join(re.escape(n) for n in names) + r")(\s[^<>]*)?>")
-
-    def find_open(buf: str, pos: int) -> tuple[str, int, int] | None:
-        match = opening.search(buf, pos)
-        return (match.group(1), match.start(), match.end()) if match is not None else None
-
-    def find_close(buf: str, pos: int, field: str) -> tuple[int, int] | None:
-        match = re.compile(rf"</{re.escape(field)}\s*>").search(buf, pos)
-        return (match.start(), match.end()) if match is not None else None
-
-    def decode(text: str) -> str:
-        return _XML_ENTITY.sub(lambda m: _XML_ENTITIES[m.group(0)], text)
-
-    opens = tuple(f"<{n}>" for n in names) + tuple(f"<{n} " for n in names)
-
-    def markers(field: str) -> tuple[str, ...]:
-        return (*opens, f"</{field}>", f"</{field} >") if field else (*opens, *(f"</{n} >" for n in names))
-
-    return FieldSplitter(find_open, find_close, markers, decode)
-
-
-def _template(adapter: Any, signature: Signature) -> FieldSplitter | None:
-    bound = adapter._bind(signature.without(signature.history_field) if signature.history_field else signature)
-    form = bound.form
-    if form is None:
-        (only,) = signature.outputs
-        return FieldSplitter(lambda buf, pos: (only, 0, 0) if pos == 0 else None, lambda b, p, f: None, lambda f: ())
-    patterns = form.patterns
-    names = [f.name for f in form.fields]
-    anchors = tuple(" ".join(t.split()) for t in form.texts)
-
-    def anchor(i: int, buf: str, pos: int) -> tuple[int, int] | None:
-        pattern = patterns[i]
-        if pattern is None:
-            return (0, 0) if i == 0 else None
-        match = pattern.search(buf, pos)
-        return match.span() if match is not None else None
-
-    state = {"next": 0}
-
-    def find_open(buf: str, pos: int) -> tuple[str, int, int] | None:
-        for i in range(state["next"], len(names)):
-            span = anchor(i, buf, pos)
-            if span is not None:
-                state["next"] = i + 1
-                return names[i], span[0], span[1]
-        return None
-
-    def find_close(buf: str, pos: int, field: str) -> tuple[int, int] | None:
-        for i in range(names.index(field) + 1, len(names) + 1):
-            span = anchor(i, buf, pos)
-            if span is not None:
-                return span[0], span[0]
-        return None
-
-    def markers(field: str) -> tuple[str, ...]:
-        later = anchors[names.index(field) + 1 :] if field else anchors
-        return tuple(a for a in later if a)
-
-    return FieldSplitter(find_open, find_close, markers)
 
 
 class JSONSplitter:
@@ -316,7 +257,7 @@ class PlainOrFields:
     """A reply that may be plain text, which the adapter reads as its `text_field` (a loop step's
     answer or thought), or fields in the adapter's form: its first visible character decides."""
 
-    def __init__(self, inner: FieldSplitter | JSONSplitter, text_field: str, opens: str) -> None:
+    def __init__(self, inner: Splitter, text_field: str, opens: str) -> None:
         self._inner = inner
         self._field = text_field
         self._opens = opens
@@ -357,30 +298,45 @@ class PlainOrFields:
         return out
 
 
-Splitter = FieldSplitter | JSONSplitter | PlainOrFields
+class WholeReply:
+    """The splitter of an adapter that does not say how its replies are split: nothing while the reply
+    is written, then each output the adapter reads from the whole reply, as its text."""
+
+    def __init__(self, parse: Callable[[Signature, str], dict[str, Any]], signature: Signature) -> None:
+        self._parse = parse
+        self._signature = signature
+        self._chunks: list[str] = []
+
+    def feed(self, chunk: str) -> list[Piece]:
+        self._chunks.append(chunk)
+        return []
+
+    def close(self) -> list[Piece]:
+        try:
+            values = self._parse(self._signature, "".join(self._chunks))
+        except AdapterParseError:
+            return []  # the request's own reading says what is wrong with the reply
+        pieces: list[Piece] = []
+        for name, field in self._signature.outputs.items():
+            value = values.get(name)
+            if value is not None:
+                text = value if isinstance(value, str) else render_value(value, field)
+                if text:
+                    pieces.append((name, text))
+        return pieces
 
 
-def splitter_for(adapter: Adapter, signature: Signature) -> Splitter | None:
-    """The incremental reader of this adapter's replies (None: the adapter's form is unknown)."""
-    from imp.adapters.chat import ChatAdapter
-    from imp.adapters.json import JSONAdapter
-    from imp.adapters.template import TemplateAdapter, TemplateJSONAdapter
-    from imp.adapters.xml import XMLAdapter
-
-    if not signature.outputs:
-        return None
-    inner: FieldSplitter | JSONSplitter
-    if isinstance(adapter, JSONAdapter | TemplateJSONAdapter):
-        inner, opens = JSONSplitter(frozenset(signature.outputs)), "{`"
-    elif isinstance(adapter, TemplateAdapter):
-        return _template(adapter, signature)
-    elif isinstance(adapter, XMLAdapter):
-        inner, opens = _xml(signature), "<"
-    elif isinstance(adapter, ChatAdapter):
-        inner, opens = _chat(signature), "["
-    else:
-        return None
+def with_plain_text(inner: Splitter, signature: Signature, opens: str) -> Splitter:
+    """`inner`, or, for a signature whose `text_field` takes a marker-free reply (a loop step), a splitter
+    that reads a reply starting with none of `opens` as that field's plain text."""
     text_field = signature.metadata.get("text_field")
     if isinstance(text_field, str) and text_field in signature.outputs:
         return PlainOrFields(inner, text_field, opens)
     return inner
+
+
+def prefilled(splitter: Splitter, prefill: str | None) -> Splitter:
+    """`splitter` having read a template's prefill: the reply the model writes goes on from it."""
+    if prefill:
+        splitter.feed(prefill)
+    return splitter
