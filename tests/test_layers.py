@@ -61,6 +61,8 @@ MODULE_ORDER = [
     "imp._json",
     "imp._redact",
     "imp._frozen",
+    "imp._sniff",
+    "imp.media",
     "imp.records",
     "imp.errors",
     "imp._annotation",
