@@ -10,7 +10,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then echo $$p; break; fi; done)
 
-.PHONY: all test test-live test-ray test-mcp2 live-setup demo lint typecheck bench bench-dspy-latest fmt lock clean browser measure
+.PHONY: all test test-live test-ray test-mcp2 live-setup demo lint typecheck bench bench-dspy-latest fmt lock clean browser docs smoke measure
 
 all: test
 
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not live and not ray"
+	$(PY) -m pytest -m "not live and not ray and not smoke and not site"
 
 # Headless Chromium for tests/observe/test_browser.py (skipped without it): Debian's package, as root.
 # The AG-UI tests also want node and npm (the protocol's TypeScript schemas, from npm).
@@ -79,6 +79,28 @@ test-ray: $(RAY_STAMP)
 	$(RAY_VENV)/bin/python -m pytest -m ray tests/ray
 	$(RAY_VENV)/bin/python -m pytest tests/test_optional_ray.py "tests/test_docs.py::test_doc_examples_run[docs/scale.md]"
 
+# The installed-package smoke suite (tests/smoke/): the sdist and wheel built, the wheel installed into
+# clean virtual environments with no lock file on every supported Python found (3.12, 3.13), each docs
+# page run with only its own install line, each extra alone, mypy on a user's file, and the same with
+# the lowest versions pyproject.toml allows. uv makes the environments (from its cache after the first
+# run; the first one needs the registry).
+smoke: $(STAMP)
+	$(PY) -m pytest -m smoke tests/smoke
+
+# The documentation site: mkdocs-material and mkdocstrings in their own environment and lock, built
+# strictly into build/site, then checked (every public name in the API reference, the pages rendered
+# in headless Chromium with their navigation: make browser installs it).
+# uv (from .venv's lock) makes the venv and installs the lock: seconds from its cache, where pip takes a minute.
+DOCS_VENV := .venv-docs
+$(DOCS_VENV)/.installed: $(STAMP) requirements-docs.lock
+	@test -x $(DOCS_VENV)/bin/python || $(VENV)/bin/uv venv --quiet --python $(PY) $(DOCS_VENV)
+	$(VENV)/bin/uv pip install --quiet --python $(DOCS_VENV)/bin/python -r requirements-docs.lock
+	@touch $@
+
+docs: $(STAMP) $(DOCS_VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
+	$(PY) -m pytest -m site tests/site
+
 # The MCP tier on the SDK's 2.x line: the main lock pins mcp 1.x, this venv mcp 2.x with the 2.x
 # releases of mcp-server-time and mcp-server-git; it runs imp.mcp's tests (connect and serve),
 # ACP's MCP sessions and docs/mcp.md under it (docs/mcp.md, "The SDK's two lines").
@@ -132,6 +154,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/deadline.py
 	$(BENCH_VENV)/bin/python benchmarks/evaluate.py
 	$(BENCH_VENV)/bin/python benchmarks/stream_ttft.py
+	$(BENCH_VENV)/bin/python benchmarks/stream_limits.py
 	$(BENCH_VENV)/bin/python benchmarks/optimize.py
 	$(BENCH_VENV)/bin/python benchmarks/parse_limits.py
 	$(BENCH_VENV)/bin/python benchmarks/media_memory.py
@@ -167,10 +190,12 @@ lock:
 	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
 	/tmp/imp-lock/bin/pip install --quiet -e '.[test,dev,ray]' && /tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-ray.lock
 	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
+	/tmp/imp-lock/bin/pip install --quiet 'mkdocs-material>=9.5' 'mkdocstrings[python]>=0.26' && /tmp/imp-lock/bin/pip freeze > requirements-docs.lock
+	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
 	grep -v -E '^mcp(-server-time|-server-git)?==' requirements.lock > /tmp/imp-lock.txt
 	/tmp/imp-lock/bin/pip install --quiet -r /tmp/imp-lock.txt 'mcp>=2,<3' 'mcp-server-time>=2026.10' 'mcp-server-git>=2026.10'
 	/tmp/imp-lock/bin/pip freeze --exclude-editable > requirements-mcp2.lock
 	rm -rf /tmp/imp-lock
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(BENCH_LATEST_VENV) $(LIVE_VENV) $(RAY_VENV) $(MCP2_VENV) build *.egg-info
+	rm -rf $(VENV) $(BENCH_VENV) $(BENCH_LATEST_VENV) $(LIVE_VENV) $(RAY_VENV) $(MCP2_VENV) $(DOCS_VENV) build *.egg-info

@@ -36,6 +36,7 @@ from imp.errors import (
     QuotaExceeded,
     RateLimited,
     ReActStepError,
+    ResponseTooLarge,
     SignatureError,
     StreamBroken,
     ToolChoiceUnsupported,
@@ -82,7 +83,9 @@ from imp.settings import Settings, configure, context, settings
 from imp.signature import Field, InputField, OutputField, Signature, signature
 from imp.tools import Allow, Cancel, Deny, ExecutionCancelled, Tool, ToolError, tool
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    __version__: str
+    """The installed distribution's version (its metadata, so it cannot drift from pyproject.toml)."""
 
 
 _LAZY = {
@@ -112,6 +115,15 @@ def __getattr__(name: str) -> object:
     light, and the optional `mcp`, `agui` and `ray` extras are only needed by who uses them."""
     import importlib
 
+    if name == "__version__":  # read on first use: importlib.metadata costs `import imp` time
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("imp")
+        except PackageNotFoundError:  # imported from a source tree that was never installed
+            found = "0+unknown"
+        globals()["__version__"] = found
+        return found
     if name in ("mcp", "agui", "ray"):  # optional extras: importing them says which `pip install 'imp[...]'` they need
         return importlib.import_module(f"imp.{name}")
     module = _LAZY.get(name)
@@ -182,6 +194,7 @@ __all__ = [
     "ReAct",
     "ReActStepError",
     "ReActTrajectory",
+    "ResponseTooLarge",
     "SaveError",
     "Score",
     "ScriptedLM",

@@ -6,20 +6,29 @@ whole. By value shape, anywhere in a string: bearer and basic credentials, `sk-.
 (OpenAI, Anthropic, Stripe), JWTs, GitHub / GitLab / Slack / Hugging Face / Google / AWS keys,
 the password in a URL (`https://user:password@host`), and the value in `api_key=...`,
 `"password": "..."` or `token: ...` written inline in text.
+
+Known values (an LM's key, the credentials in its headers, URL and `extra_body`: `secrets_in`) are
+replaced wherever they appear, when they are long enough to be secrets: a value under
+`MIN_SECRET_LENGTH` characters (`"none"`, `"1"`, `"EMPTY"`, a local server's placeholder) is left
+alone, since replacing it would rewrite ordinary words and numbers (`127.0.0.1`, `OpenAILM`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 REDACTED = "[REDACTED]"
+
+MIN_SECRET_LENGTH = 8
+"""A known secret shorter than this is not searched for in text (it would match ordinary text)."""
 
 _SECRET_KEY = re.compile(
     r"(api[_-]?key|authorization|auth[_-]?token|access[_-]?token|refresh[_-]?token|id[_-]?token|^token$|[_-]token$|"
     r"password|passwd|passphrase|^pwd$|secret|credential|cookie|private[_-]?key|access[_-]?key|session[_-]?(?:id|key)|"
-    r"^jwt$|^bearer$|signing[_-]?key)",
+    r"^jwt$|^bearer$|signing[_-]?key|subscription[_-]?key)",
     re.IGNORECASE,
 )
 # Credential-bearing key names written inline in text, e.g. `api_key=abc123`, `"password": "x"` or
@@ -53,6 +62,9 @@ _SHAPES = re.compile(
     r"|(?P<bare>(?:(?i:bearer|basic)\s+)?" + _BARE + r"))"
     r"|(?P<value>" + _VALUE_SHAPES + r")"
 )
+# A query parameter that carries a credential (`?key=`, Gemini's; `?api-key=`, `?sig=`, `?token=`).
+_SECRET_QUERY = re.compile(r"key|token|secret|password|passwd|sig|auth|credential", re.IGNORECASE)
+
 # Cheap test before the regex: a string without any of these cannot hold a secret shape.
 _HINTS = re.compile(r"[-_]|bearer|basic|eyJ|AKIA|AIza|://|[=:]", re.IGNORECASE)
 _MIN_INLINE = 4
@@ -82,14 +94,67 @@ def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEY.search(key))
 
 
+def is_secret_query_key(key: str) -> bool:
+    """Whether a URL query parameter's name says it carries a credential."""
+    return bool(_SECRET_QUERY.search(key))
+
+
+def secrets_in(
+    *, headers: Mapping[str, str] | None = None, url: str | None = None, body: Mapping[str, Any] | None = None
+) -> tuple[str, ...]:
+    """The credential values given in headers (by name: `authorization`, `api-key`, `x-api-key`, ...),
+    in a URL (its userinfo, and query values by name: `key`, `token`, `sig`, ...) and in a request
+    body's fields (by name, at any depth): what must be redacted like an API key."""
+    found: list[str] = []
+    for name, value in (headers or {}).items():
+        if is_secret_key(name) and isinstance(value, str) and value:
+            found.append(value)
+            scheme, _, credential = value.partition(" ")
+            if credential and scheme.isalpha():  # `Bearer <token>`: the token alone is the secret too
+                found.append(credential.strip())
+    if url:
+        found.extend(_url_secrets(url))
+    if body:
+        found.extend(_body_secrets(body))
+    return tuple(dict.fromkeys(v for v in found if v and v != REDACTED))
+
+
+def _url_secrets(url: str) -> Iterator[str]:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return
+    for value in (parts.username, parts.password):
+        if value:
+            yield value
+            yield unquote(value)
+    for key, value in parse_qsl(parts.query, keep_blank_values=False):
+        if is_secret_query_key(key):
+            yield value
+
+
+def _body_secrets(value: Any, depth: int = 0) -> Iterator[str]:
+    if depth > 32:
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and is_secret_key(key) and isinstance(item, str):
+                yield item
+            else:
+                yield from _body_secrets(item, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _body_secrets(item, depth + 1)
+
+
 def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:
     """Replace secret-shaped substrings (and any known secret values) in a string, once.
 
-    The result keeps the text around each secret and is a fixed point: redacting it again
-    changes nothing.
+    A known value shorter than `MIN_SECRET_LENGTH` is not searched for. The result keeps the text
+    around each secret and is a fixed point: redacting it again changes nothing.
     """
     for secret in secrets:
-        if secret and secret != REDACTED:
+        if len(secret) >= MIN_SECRET_LENGTH and secret != REDACTED:
             text = text.replace(secret, REDACTED)
     if len(text) < 8 or not _HINTS.search(text):
         return text

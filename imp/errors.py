@@ -22,6 +22,7 @@
     │   ├── AuthenticationError ··············· 401 / 403: the key was refused
     │   ├── ContentFiltered ··················· the provider's filter stopped the completion
     │   ├── InvalidResponse ··················· a 2xx whose body is not a completion
+    │   │   └── ResponseTooLarge ·············· a reply (or one stream event) over `max_response_bytes`
     │   └── BadRequest ························ the provider refused the request itself (4xx, 422)
     │       ├── NotFound ······················ 404: a wrong URL or model name
     │       ├── ContextWindowExceeded ········· the prompt does not fit the model's context
@@ -88,6 +89,7 @@ __all__ = [
     "QuotaExceeded",
     "RateLimited",
     "ReActStepError",
+    "ResponseTooLarge",
     "SignatureError",
     "StreamBroken",
     "ToolChoiceUnsupported",
@@ -426,6 +428,17 @@ class ContentFiltered(LMError):
 
 class InvalidResponse(LMError):
     """A successful status whose body is not a completion (not JSON, no choices)."""
+
+
+class ResponseTooLarge(InvalidResponse):
+    """A reply larger than the client's `max_response_bytes` (`limit`): a whole body, a stream's content,
+    or one event of a stream. Reading stops there; sending the same request again would not help."""
+
+    limit: int = 0
+
+    def __init__(self, message: str, *, limit: int = 0, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.limit = limit
 
 
 class BadRequest(LMError):

@@ -25,6 +25,9 @@ INTERNAL = {
     "HTTPFailure": "imp.models._transport: the transport's failure, classified into an LMError before it leaves imp.models",
     "BudgetSpent": "imp.optimize._scoring: an optimization's budget is spent; caught by the optimizer, which stops",
     "_Overflow": "imp.programs.react_trajectory: the trajectory is too long for the window; caught by the loop",
+    "BodyTooLarge": "imp.models._transport: a reply over max_response_bytes; the client raises ResponseTooLarge",
+    "SSELimitExceeded": "imp.models._sse: a stream event over its limit, a ValueError; raised as ResponseTooLarge",
+    "EmptyStream": "imp.models._stream: a stream that ended before its first content; caught and retried by the client",
     "_Captured": "imp.programs.rendered: stops a render before anything is sent; caught by render()",
     "Refused": "imp.saving._trust: what a saved file may not ask for; imp.load raises it as a LoadError",
     "OverLimit": "imp._json: text past a parse limit, a ValueError like any other 'not JSON'; the adapters and "

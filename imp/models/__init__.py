@@ -1,4 +1,10 @@
-"""Model clients: the LM protocol, scripted LMs, and the OpenAI-compatible, OpenAI Responses and Anthropic clients."""
+"""Model clients: the LM protocol, scripted LMs, and the OpenAI-compatible, OpenAI Responses and Anthropic clients.
+
+Imports are at the top of each module but for a few kept lazy, for import time only: the provider
+clients and caches (`__getattr__` below, `_factory.lm`: a module loads when its client is first
+made), the HTTP library (`_transport`: chosen at run time, httpx2 or httpx), tenacity (`retry`:
+entered only after a failure) and `email.utils` (`errors`: only for a `Retry-After` date).
+"""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ exchange from the cache. Requests that already carry a `cache_control` mark are 
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, get_args
+from typing import Final, Literal, get_args
 
 __all__ = ["EXTENDED_TTL_BETA", "MAX_BREAKPOINTS", "PromptCache", "check_prompt_cache", "mark_breakpoints"]
 
@@ -26,22 +26,23 @@ EXTENDED_TTL_BETA: Final = "extended-cache-ttl-2025-04-11"
 _UNMARKABLE = ("thinking", "redacted_thinking")
 
 
-def check_prompt_cache(value: Any) -> PromptCache:
+def check_prompt_cache(value: object) -> PromptCache:
     """The `prompt_cache` option, checked (a clear error naming the choices otherwise)."""
     if value is None or value is True:
         return "5m"
     if value is False:
         return "off"
-    if value not in get_args(PromptCache):
-        raise ValueError(f"anthropic prompt_cache is one of '5m', '1h', 'off' (or True/False), got {value!r}")
-    return value  # type: ignore[no-any-return]
+    for choice in get_args(PromptCache):
+        if value == choice:
+            return choice  # type: ignore[no-any-return]
+    raise ValueError(f"anthropic prompt_cache is one of '5m', '1h', 'off' (or True/False), got {value!r}")
 
 
 def _control(ttl: PromptCache) -> dict[str, str]:
     return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
 
 
-def _has_mark(value: Any) -> bool:
+def _has_mark(value: object) -> bool:
     if isinstance(value, dict):
         return "cache_control" in value or any(_has_mark(v) for v in value.values())
     if isinstance(value, list):
@@ -49,15 +50,15 @@ def _has_mark(value: Any) -> bool:
     return False
 
 
-def _last_markable(blocks: list[dict[str, Any]]) -> dict[str, Any] | None:
-    for block in reversed(blocks):
-        if block.get("type") not in _UNMARKABLE:
-            found: dict[str, Any] = block
+def _last_markable(blocks: object) -> dict[str, object] | None:
+    for block in reversed(blocks if isinstance(blocks, list) else []):
+        if isinstance(block, dict) and block.get("type") not in _UNMARKABLE:
+            found: dict[str, object] = block
             return found
     return None
 
 
-def mark_breakpoints(body: dict[str, Any], ttl: PromptCache) -> None:
+def mark_breakpoints(body: dict[str, object], ttl: PromptCache) -> None:
     """Put up to four `cache_control` marks on a built Messages body, in place."""
     if ttl == "off" or _has_mark(body):
         return
@@ -71,7 +72,8 @@ def mark_breakpoints(body: dict[str, Any], ttl: PromptCache) -> None:
     if isinstance(system, str) and system:
         body["system"] = [{"type": "text", "text": system, "cache_control": control}]
         marks += 1
-    messages: list[dict[str, Any]] = body.get("messages") or []
+    found = body.get("messages")
+    messages: list[dict[str, object]] = found if isinstance(found, list) else []
     # The newest message, then the last user message before the newest assistant one: where the
     # previous request of the same turn ended, so its cache entry is read exactly.
     targets: list[int] = []

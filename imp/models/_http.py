@@ -2,18 +2,24 @@
 
 A provider module subclasses `HTTPLM` and supplies the wire format: the URL, headers, the request
 body, how to read a whole response and how to read a stream (`StreamState`).
+
+One send chain serves `request` and `stream`, as httpx's `AsyncClient.send(stream=...)` serves
+both: `_send` steps down from what the server refused, `_exchange` builds the body and retries,
+`_attempt` opens the response at its headers and classifies a refusal; a plain request is that
+response read whole, a stream is it read as it arrives (`imp.models._stream`).
 """
 
 from __future__ import annotations
 
 import abc
-import json
+import dataclasses
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, Unpack, cast
 
-from imp._redact import redact_text
+from imp._redact import redact, redact_text
 from imp.errors import (
     AuthenticationError,
     ConnectionFailed,
@@ -22,62 +28,53 @@ from imp.errors import (
     InvalidResponse,
     LMError,
     RateLimited,
+    ResponseTooLarge,
     StreamBroken,
     UnsupportedOption,
 )
-from imp.models._gate import request_gate
+from imp.models._credentials import Credentials
+from imp.models._gate import RequestGate, request_gate
+from imp.models._log import log_retry, log_step_down
 from imp.models._media_wire import encode_body
+from imp.models._options import ChatOptions, Defaults, Options, check_client_settings, check_options
 from imp.models._prices import Prices, as_prices, priced
 from imp.models._stepdown import StepDowns
-from imp.models._wire import forces_tool, tool_choice_name
+from imp.models._stream import EmptyStream, StreamReader, StreamState, as_deltas, malformed, read_json
+from imp.models._transport import (
+    Body,
+    BodyTooLarge,
+    HTTPFailure,
+    Response,
+    Transport,
+    backend_name,
+    check_http_client,
+)
+from imp.models._wire import forces_tool
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
+from imp.models.cache import ResponseCache, cache_key, resolve_cache
 from imp.models.errors import classify_error, error_from_payload, safe_url
 from imp.models.retry import RetryPolicy, call_with_retries
 from imp.runtime.deadline import time_left
 from imp.runtime.usage import record_usage
 
-if TYPE_CHECKING:
-    from imp.models._sse import SSEEvent
-    from imp.models._stream import Opened
-    from imp.models._transport import Transport
-    from imp.models.cache import ResponseCache
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "HTTPLM", "StreamState"]
 
-__all__ = ["CONTROL_OPTIONS", "REQUEST_OPTIONS", "HTTPLM", "StreamState"]
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+"""8 MiB: a reply over it is refused (`imp.ResponseTooLarge`). The longest replies models write
+(128k output tokens, about 0.5 MB of text) fit sixteen times over; a hostile server's 100 MB does not."""
 
-REQUEST_OPTIONS = frozenset(
-    {
-        "temperature",
-        "max_tokens",
-        "top_p",
-        "stop",
-        "seed",
-        "reasoning_effort",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "response_format",
-        "extra_body",
-        "extra_headers",
-        "n",
-    }
-)
-"""Options that shape the request body (`extra_body` is merged into it verbatim: the passthrough).
-`n` is accepted only as 1 (one response per request) and never sent."""
-
-CONTROL_OPTIONS = frozenset({"timeout", "max_retries", "cache", "rollout_id"})
-"""Options that steer the client and are never sent (`rollout_id` only varies the cache key)."""
+_ERROR_BODY_BYTES = 64 * 1024
+"""How much of an error response is read to classify it (its message comes first)."""
 
 
-class StreamState(abc.ABC):
-    """Reads one provider's SSE events into deltas and, at the end, the whole response."""
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """What one send returned: the whole response, or a stream opened at its first item."""
 
-    @abc.abstractmethod
-    def feed(self, event: SSEEvent) -> list[StreamEvent]:
-        """Take one SSE event; return the deltas it carries. Raise `LMError` for an error event."""
-
-    @abc.abstractmethod
-    def finish(self) -> LMResponse:
-        """The whole response once the body ended; raise `LMError` if the terminal event never came."""
+    response: LMResponse | None = None
+    first: StreamEvent | None = None
+    rest: AsyncIterator[StreamEvent] | None = None
+    reader: StreamReader | None = None
 
 
 class HTTPLM(LM):
@@ -85,9 +82,14 @@ class HTTPLM(LM):
 
     default_base_url: str = ""
     api_key_env: str | None = None
+    """The environment variable the key is read from, for the provider's own service only."""
+    options_type: ClassVar[type] = ChatOptions
+    """The `TypedDict` of the options this provider takes (`imp.models._options`)."""
     unsupported_options: frozenset[str] = frozenset()
+    """Options of `options_type` this provider refuses (its API has no such field)."""
     step_down_options: frozenset[str] = frozenset()
     """Refused options this client steps down from instead of failing (see `imp.models._stepdown`)."""
+    defaults: Options
 
     def __init__(
         self,
@@ -102,22 +104,26 @@ class HTTPLM(LM):
         retry_policy: RetryPolicy | None = None,
         cache: ResponseCache | bool | None = None,
         capabilities: LMCapabilities | None = None,
-        http_client: Any = None,
+        http_client: object = None,
         max_connections: int | None = 100,
         max_keepalive_connections: int | None = 100,
         http_backend: str | None = None,
         headers: Mapping[str, str] | None = None,
-        prices: Prices | Mapping[str, Any] | None = None,
-        **defaults: Any,
+        prices: Prices | Mapping[str, float] | None = None,
+        max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+        **defaults: Unpack[Defaults],
     ) -> None:
         if provider is not None:
             self.provider = provider
         self.model = model
-        if api_key is None and self.api_key_env:
-            api_key = os.environ.get(self.api_key_env) or None
-        self.__api_key = api_key
         self.base_url = (base_url or self.default_base_url).rstrip("/")
-        _check_client_options(self.base_url, timeout=timeout, connect_timeout=connect_timeout)
+        check_client_settings(
+            self.base_url, timeout=timeout, connect_timeout=connect_timeout, max_response_bytes=max_response_bytes
+        )
+        check_http_client(http_client)
+        if api_key is None and self.api_key_env and self._own_service:
+            # The environment's key goes only to the service it is named for (`_credentials`).
+            api_key = os.environ.get(self.api_key_env) or None
         if capabilities is not None:
             self.capabilities = capabilities
         self._declared = self.capabilities
@@ -129,17 +135,25 @@ class HTTPLM(LM):
         self.prices = as_prices(prices)
         self._extra_headers = dict(headers or {})
         self._timeout = timeout
-        self._connect_timeout = connect_timeout
-        self._http_client = http_client
-        from imp.models._transport import backend_name
-
-        self._http_backend = http_backend or backend_name(http_client)
-        self._max_connections = max_connections
-        self._max_keepalive = max_keepalive_connections
-        self._transport: Transport | None = None
+        self.max_response_bytes = max_response_bytes
+        """The most a reply may hold (see `DEFAULT_MAX_RESPONSE_BYTES`); None: no limit."""
+        self._transport = Transport(
+            connect_timeout=connect_timeout,
+            read_timeout=timeout,
+            max_connections=max_connections,
+            max_keepalive=max_keepalive_connections,
+            http_client=http_client,
+            backend=http_backend or backend_name(http_client),
+        )
         self._step = 0
         self.check_options(defaults)
-        self.defaults: dict[str, Any] = dict(defaults)
+        self.defaults = cast(Options, defaults)
+        self._credentials = Credentials(
+            api_key,
+            headers={**self._extra_headers, **(defaults.get("extra_headers") or {})},
+            base_url=self.base_url,
+            body=defaults.get("extra_body"),
+        )
 
     # -- what a provider module supplies ------------------------------------------------------
 
@@ -153,7 +167,7 @@ class HTTPLM(LM):
         """The provider's credential and version headers."""
 
     @abc.abstractmethod
-    def build_body(self, messages: Sequence[Message], options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
+    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, object]:
         """The JSON request body for these messages and (already checked) options."""
 
     @abc.abstractmethod
@@ -164,11 +178,11 @@ class HTTPLM(LM):
     def stream_state(self, *, step: int, headers: Mapping[str, str]) -> StreamState:
         """A fresh reader for one streamed response."""
 
-    def request_headers(self, options: Mapping[str, Any]) -> dict[str, str]:
+    def request_headers(self, options: Options) -> dict[str, str]:
         """Headers a call's options need (a beta flag, say); none by default."""
         return {}
 
-    # -- shared machinery ----------------------------------------------------------------------
+    # -- settings ------------------------------------------------------------------------------
 
     @property
     def model_key(self) -> str:
@@ -176,54 +190,33 @@ class HTTPLM(LM):
         return f"{self.provider}:{self.model}"
 
     @property
+    def _own_service(self) -> bool:
+        """Whether requests go to the provider's own service (its default `base_url`)."""
+        return self.base_url == self.default_base_url.rstrip("/")
+
+    @property
     def secrets(self) -> tuple[str, ...]:
-        """Values that must never be shown (the API key)."""
-        return (self.__api_key,) if self.__api_key else ()
+        """Values that must never be shown: the API key, and every credential given in headers, the
+        base URL (userinfo, `?key=`) or `extra_body`, at construction or in a call (longest first)."""
+        return self._credentials.secrets
 
-    def check_options(self, options: Mapping[str, Any]) -> None:
+    def check_options(self, options: Mapping[str, object]) -> None:
         """Refuse, before anything is sent, an option this provider cannot take."""
-        unknown = sorted(k for k in options if k not in REQUEST_OPTIONS and k not in CONTROL_OPTIONS)
-        if unknown:
-            names = ", ".join(unknown)
-            raise TypeError(f"{self.provider} got unknown request option(s): {names} (use extra_body= for others)")
-        refused = sorted(k for k in options if k in self.unsupported_options and options[k] is not None)
-        if refused:
-            raise ValueError(f"{self.provider} does not take the option(s): {', '.join(refused)}")
-        choice = options.get("tool_choice")
-        if choice is not None:
-            tool_choice_name(choice)  # raises on a malformed value
-            if choice not in ("auto", "none") and not options.get("tools") and "tools" in options:
-                raise ValueError("tool_choice forces a tool but no tools were given")
-        if options.get("n") not in (None, 1):
-            raise ValueError(f"{self.provider}: imp asks for one completion per request (n=1), got n={options['n']!r}")
-        extra = options.get("extra_body")
-        if extra is not None and not isinstance(extra, Mapping):
-            raise TypeError("extra_body must be a mapping of fields to add to the request body")
+        check_options(self.provider, options, self.options_type, refused=self.unsupported_options)
 
-    def _merged(self, options: Mapping[str, Any]) -> dict[str, Any]:
+    def _merged(self, options: Mapping[str, object]) -> Options:
         merged = {**self.defaults, **options}
         self.check_options(merged)
-        return {k: v for k, v in merged.items() if v is not None}
+        checked = cast(Options, {k: v for k, v in merged.items() if v is not None})
+        self._credentials.remember(checked.get("extra_headers"), checked.get("extra_body"))
+        return checked
 
-    def _transport_for_call(self) -> Transport:
-        if self._transport is None:
-            from imp.models._transport import Transport
-
-            self._transport = Transport(
-                connect_timeout=self._connect_timeout,
-                read_timeout=self._timeout,
-                max_connections=self._max_connections,
-                max_keepalive=self._max_keepalive,
-                http_client=self._http_client,
-                backend=self._http_backend,
-            )
-        return self._transport
-
-    def _headers(self, options: Mapping[str, Any]) -> dict[str, str]:
-        headers = {"content-type": "application/json", **self._extra_headers}
-        headers.update(options.get("extra_headers") or {})
-        headers.update(self.request_headers(options))
-        headers.update(self.auth_headers(self.__api_key))
+    def _headers(self, options: Options) -> dict[str, str]:
+        """The request's headers, each name once (lower-cased): the key's and the provider's, then the
+        ones you give (`headers=`, then the call's `extra_headers`), which win over them."""
+        headers = {"content-type": "application/json", **self.auth_headers(self._credentials.api_key)}
+        for given in (self.request_headers(options), self._extra_headers, options.get("extra_headers")):
+            headers.update({name.lower(): value for name, value in (given or {}).items()})
         self._check_credential(headers)
         return headers
 
@@ -233,9 +226,9 @@ class HTTPLM(LM):
         A local or compatible server (another `base_url`) may need none, so only the default URL
         is checked; a key given through `headers=` counts.
         """
-        if self.__api_key or not self.api_key_env or self.base_url != self.default_base_url.rstrip("/"):
+        if self._credentials.api_key or not self.api_key_env or not self._own_service:
             return
-        if {k.lower() for k in headers} & {"authorization", "x-api-key", "api-key"}:
+        if set(headers) & {"authorization", "x-api-key", "api-key"}:
             return
         raise AuthenticationError(
             f"no API key: set {self.api_key_env} in the environment or pass "
@@ -243,12 +236,12 @@ class HTTPLM(LM):
             provider=self.provider,
         )
 
-    def _policy(self, options: Mapping[str, Any]) -> RetryPolicy:
+    def _policy(self, options: Options) -> RetryPolicy:
         if "max_retries" in options:
             return _with_max_retries(self._retry, int(options["max_retries"]))
         return self._retry
 
-    def _cap(self, options: Mapping[str, Any]) -> float | None:
+    def _cap(self, options: Options) -> float | None:
         """The read timeout for this call: the `timeout` option capped by the deadline's time left."""
         cap = options.get("timeout")
         left = time_left()
@@ -258,40 +251,267 @@ class HTTPLM(LM):
             cap = left if cap is None else min(float(cap), left)
         return None if cap is None else float(cap)
 
-    def _resolve_cache(self, options: Mapping[str, Any]) -> ResponseCache | None:
-        from imp.models.cache import resolve_cache
-
-        return resolve_cache(options.get("cache", self._cache))
+    def _streams(self, options: Options) -> bool:
+        """Whether this request may be streamed: the server streams, and streams tools when it has them."""
+        capabilities = self.capabilities
+        return capabilities.streaming and (capabilities.stream_tool_calls or not options.get("tools"))
 
     def _next_step(self) -> int:
         self._step += 1
         return self._step
 
     def _log_retry(self, attempt: int, error: LMError, wait: float) -> None:
-        from imp.models._log import log_retry
-
         log_retry(self.model_key, attempt, error, wait)
 
-    def _step_down(self, error: UnsupportedOption, sent: Mapping[str, Any]) -> bool:
+    def _step_down(self, error: UnsupportedOption, sent: Options) -> bool:
         """Remember a refused option and say so; whether the request is worth sending again."""
-        if error.option not in self.step_down_options:
+        if error.option not in self.step_down_options and error.option != "stream":
             return False
         step = self._stepped.step(error, sent)
         if step is False:
             return False
         if step is not True:
-            from imp.models._log import log_step_down
-
             self.capabilities = self._stepped.capabilities(self._declared)
             log_step_down(self.model_key, step, error)
         return True
 
-    def _failure(self, failure: Exception) -> LMError | DeadlineExceeded:
-        from imp.models._transport import HTTPFailure
+    # -- the send chain ------------------------------------------------------------------------
 
-        assert isinstance(failure, HTTPFailure)
+    async def request(self, messages: Sequence[Message], **options: Unpack[Options]) -> LMResponse:
+        """Send one request (retrying what may succeed later, stepping down from a refused option)
+        and return the normalised response."""
+        merged = self._merged(options)
+        sent = await self._send(messages, merged, cache=resolve_cache(merged.get("cache", self._cache)))
+        assert sent.response is not None
+        return sent.response
+
+    async def stream(self, messages: Sequence[Message], **options: Unpack[Options]) -> AsyncIterator[StreamEvent]:
+        """Yield text, reasoning and tool-call deltas, then one final event with the whole response.
+
+        A stream that fails before its first delta is retried like `request` (and a refused option
+        stepped down from): nothing reached the caller yet. One that fails after content arrived
+        raises a retryable `StreamBroken` saying how much had arrived (never a silent restart), or
+        `DeadlineExceeded` when the deadline has passed. Leaving the loop early closes the HTTP stream.
+        A request the server cannot stream (see `LMCapabilities.stream_tool_calls`) is read whole and
+        handed on as deltas. Streams are never cached.
+        """
+        merged = self._merged(options)
+        async with AsyncExitStack() as stack:
+            sent = await self._send(messages, merged, stack=stack)
+            if sent.response is not None:
+                for event in as_deltas(sent.response):
+                    yield event
+                return
+            assert sent.first is not None and sent.rest is not None and sent.reader is not None
+            if sent.first.kind == "final":  # the body ended (well) before any delta
+                assert sent.first.response is not None
+                yield StreamEvent(kind="final", response=self._finalise(sent.first.response))
+                return
+            yield sent.first
+            arrived = sent.reader.arrived
+            try:
+                async for event in sent.rest:
+                    if event.kind != "final":
+                        yield event
+                    else:
+                        assert event.response is not None
+                        final = self._finalise(event.response)
+            except HTTPFailure as failure:
+                if _deadline_passed(failure.kind):
+                    raise DeadlineExceeded("the deadline passed while the stream was being read") from None
+                raise StreamBroken(
+                    redact_text(
+                        f"the stream broke after {arrived} had arrived ({failure.kind}): {failure}", self.secrets
+                    ),
+                    provider=self.provider,
+                    code="stream_broken",
+                ) from None
+            except StreamBroken as error:
+                raise StreamBroken(
+                    f"{error.message}, after {arrived} had arrived",
+                    provider=error.provider,
+                    code=error.code,
+                    request_id=error.request_id,
+                ) from None
+        yield StreamEvent(kind="final", response=final)
+
+    async def _send(
+        self,
+        messages: Sequence[Message],
+        options: Options,
+        *,
+        stack: AsyncExitStack | None = None,
+        cache: ResponseCache | None = None,
+    ) -> _Sent:
+        """Send until the server takes the request: each refused option is stepped down from once
+        (remembered for this LM), and the request sent again as the server takes it. A stream
+        (`stack` given: it closes the stream) the server cannot give is read whole."""
+        while True:
+            sent = self._stepped.apply(options)
+            streamed = stack is not None and self._streams(sent)
+            try:
+                return await self._exchange(messages, sent, stack if streamed else None, cache)
+            except UnsupportedOption as error:
+                if not self._step_down(error, sent):
+                    raise
+
+    async def _exchange(
+        self, messages: Sequence[Message], options: Options, stack: AsyncExitStack | None, cache: ResponseCache | None
+    ) -> _Sent:
+        """One request's body, sent with retries (or answered from the cache when read whole)."""
+        body = self.build_body(messages, options, stream=stack is not None)
+        content = encode_body(body)  # bytes, or a body that streams its media's base64 as it is sent
+        headers = self._headers(options)
+        if stack is not None:
+            headers["accept"] = "text/event-stream"
+        step = self._next_step()
+        forced = forces_tool(body)
+
+        async def attempt(number: int) -> _Sent:
+            return await self._attempt(content, headers, options, step=step, forced=forced, stack=stack)
+
+        async def fetch() -> LMResponse:
+            sent = await call_with_retries(attempt, self._policy(options), on_retry=self._log_retry)
+            assert sent.response is not None
+            return sent.response
+
+        if cache is not None and stack is None:
+            key = cache_key(self.provider, self.base_url, body, options.get("rollout_id"), headers=headers)
+            return _Sent(response=await cache.get_or_fetch(key, fetch))
+        return await call_with_retries(attempt, self._policy(options), on_retry=self._log_retry)
+
+    async def _attempt(
+        self,
+        content: Body,
+        headers: Mapping[str, str],
+        options: Options,
+        *,
+        step: int,
+        forced: bool,
+        stack: AsyncExitStack | None,
+    ) -> _Sent:
+        """One HTTP attempt: through the gate, opened at its headers, a refusal classified; then the body
+        read whole, or read to its first delta (`stack` closes the stream when the caller is done)."""
+        gate = request_gate.get()
+        cap = self._cap(options)
+        ticket = None if gate is None else await gate.enter()  # a stream holds its slot until it is closed
+        response: Response | None = None
+        deltas: AsyncGenerator[StreamEvent] | None = None
+        try:
+            response = await self._transport.send(self.url, content, headers, cap)
+            if response.status >= 300:
+                error = await self._refusal(response, forced)
+                told = gate
+                if stack is None:  # a request's slot is given back when its response is in
+                    await response.aclose()
+                    _leave(gate, ticket)
+                    gate, response = None, None
+                if told is not None and isinstance(error, RateLimited):
+                    told.rate_limited(error.retry_after)
+                raise error
+            if stack is None:
+                return _Sent(response=await self._read_whole(response, step))
+            reader = StreamReader(
+                self.stream_state(step=step, headers=response.headers),
+                response.chunks(),
+                provider=self.provider,
+                limit=self.max_response_bytes,
+                stall=cap if cap is not None else self._timeout,
+                secrets=self.secrets,
+            )
+            deltas = reader.deltas()
+            try:
+                first = await anext(deltas)
+            except EmptyStream as empty:
+                raise self._empty_stream(empty, options) from None
+            if gate is not None:
+                stack.callback(gate.leave, ticket)
+            stack.push_async_callback(response.aclose)
+            stack.push_async_callback(deltas.aclose)
+            sent = _Sent(first=first, rest=deltas, reader=reader)
+            response = deltas = gate = None  # the caller's stack closes them from here
+            return sent
+        except HTTPFailure as failure:
+            raise self._failure(failure) from None
+        except BodyTooLarge as too_large:
+            raise self._too_large(too_large) from None
+        finally:
+            if deltas is not None:
+                await deltas.aclose()
+            if response is not None:
+                await response.aclose()
+            _leave(gate, ticket)
+
+    async def _refusal(self, response: Response, forced: bool) -> LMError:
+        """The `LMError` for a non-2xx response, from the first `_ERROR_BODY_BYTES` of its body."""
+        try:
+            error_body = await response.read(_ERROR_BODY_BYTES)
+        except BodyTooLarge:
+            error_body = b""
+        return classify_error(
+            response.status,
+            error_body,
+            response.headers,
+            provider=self.provider,
+            secrets=self.secrets,
+            forced_tool_choice=forced,
+            url=self.url,
+        )
+
+    async def _read_whole(self, response: Response, step: int) -> LMResponse:
+        raw = await response.read(self.max_response_bytes)
+        return self._finalise(self.parse_whole(raw, response.headers, status=response.status, step=step))
+
+    def parse_whole(self, raw: bytes, headers: Mapping[str, str], *, status: int, step: int) -> LMResponse:
+        """A whole 2xx body read into a response; an `imp.InvalidResponse` for one that is not JSON, nests
+        too deeply or is not the provider's shape, never a `KeyError` from deep inside the reader."""
+        parsed = read_json(raw, provider=self.provider, status=status, secrets=self.secrets)
+        try:
+            return self.parse_response(parsed, headers, step=step)
+        except LMError:
+            raise
+        except (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+            text = raw[:300].decode("utf-8", errors="replace")
+            raise malformed(exc, "a response body", text, provider=self.provider, secrets=self.secrets) from None
+
+    def _empty_stream(self, empty: EmptyStream, options: Options) -> LMError:
+        """A streamed body that ended before any event. With tools, the server could not stream them
+        (a step down to a request read whole); with none at all, a reply that will not change (never
+        sent again); keep-alives and then nothing, a stream cut short (retried)."""
+        if options.get("tools"):
+            return UnsupportedOption(
+                "the server ended a streamed request with tools before a single event "
+                "(it cannot stream the tool call it chose)",
+                option="stream",
+                status=200,
+                provider=self.provider,
+                code="empty_stream",
+            )
+        if empty.received == 0:
+            return InvalidResponse(
+                "the server answered 200 with an empty stream, which sending again will not change",
+                status=200,
+                provider=self.provider,
+                code="empty_stream",
+            )
+        return StreamBroken(
+            f"{empty}: the stream ended before the completion started", provider=self.provider, code="stream_truncated"
+        )
+
+    def _too_large(self, too_large: BodyTooLarge) -> ResponseTooLarge:
+        return ResponseTooLarge(
+            f"{too_large} (max_response_bytes={too_large.limit:,}); "
+            "raise imp.lm(..., max_response_bytes=...) for longer replies",
+            status=200,
+            provider=self.provider,
+            limit=too_large.limit,
+        )
+
+    def _failure(self, failure: HTTPFailure) -> LMError | DeadlineExceeded:
         if _deadline_passed(failure.kind):
             return DeadlineExceeded("the deadline passed while waiting for the provider")
+        if failure.kind == "client":
+            return LMError(redact_text(str(failure), self.secrets), provider=self.provider, code="http_client")
         message = redact_text(f"request failed ({failure.kind}): {failure} (POST {safe_url(self.url)})", self.secrets)
         return ConnectionFailed(
             message,
@@ -300,83 +520,10 @@ class HTTPLM(LM):
             url=redact_text(safe_url(self.url), self.secrets),
         )
 
-    async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:
-        """Send one request (retrying what may succeed later, stepping down from a refused option)
-        and return the normalised response."""
-        merged = self._merged(options)
-        cache = self._resolve_cache(merged)
-        while True:
-            sent = self._stepped.apply(merged)
-            try:
-                return await self._cached_fetch(messages, sent, cache)
-            except UnsupportedOption as error:
-                if not self._step_down(error, sent):
-                    raise
-
-    async def _cached_fetch(
-        self, messages: Sequence[Message], options: Mapping[str, Any], cache: ResponseCache | None
-    ) -> LMResponse:
-        """One request's body, sent (with retries) or answered from the cache."""
-        body = self.build_body(messages, options, stream=False)
-        if cache is None:
-            return await self._fetch(body, options)
-        from imp.models.cache import cache_key
-
-        key = cache_key(self.provider, self.base_url, body, options.get("rollout_id"))
-        return await cache.get_or_fetch(key, lambda: self._fetch(body, options))
-
-    async def _fetch(self, body: dict[str, Any], options: Mapping[str, Any]) -> LMResponse:
-        content = encode_body(body)
-        headers = self._headers(options)
-        transport = self._transport_for_call()
-        step = self._next_step()
-        forced = forces_tool(body)
-
-        async def attempt(number: int) -> LMResponse:
-            from imp.models._transport import HTTPFailure
-
-            gate = request_gate.get()
-            ticket = None if gate is None else await gate.enter()
-            try:
-                raw = await transport.post(self.url, content, headers, self._cap(options))
-            except HTTPFailure as failure:
-                raise self._failure(failure) from None
-            finally:
-                if gate is not None:
-                    gate.leave(ticket)
-            if raw.status >= 300:
-                error = classify_error(
-                    raw.status,
-                    raw.content,
-                    raw.headers,
-                    provider=self.provider,
-                    secrets=self.secrets,
-                    forced_tool_choice=forced,
-                    url=self.url,
-                )
-                if gate is not None and isinstance(error, RateLimited):
-                    gate.rate_limited(error.retry_after)
-                raise error
-            try:
-                parsed = json.loads(raw.content)
-            except ValueError:
-                snippet = raw.content[:300].decode("utf-8", errors="replace")
-                raise InvalidResponse(
-                    f"the response body is not JSON: {snippet}",
-                    status=raw.status,
-                    provider=self.provider,
-                    body=snippet,
-                ) from None
-            return self._finalise(self.parse_response(parsed, raw.headers, step=step))
-
-        return await call_with_retries(attempt, self._policy(options), on_retry=self._log_retry)
-
     def _finalise(self, response: LMResponse) -> LMResponse:
         """Price and record usage, then refuse a content-filtered completion (it was billed all the same)."""
         if self.prices is not None and response.usage.cost is None:
-            from dataclasses import replace
-
-            response = replace(response, usage=priced(response.usage, self.prices))
+            response = dataclasses.replace(response, usage=priced(response.usage, self.prices))
         record_usage(self.model_key, response.usage)
         if response.finish_reason == "content_filter":
             raise ContentFiltered(
@@ -387,170 +534,41 @@ class HTTPLM(LM):
             )
         return response
 
-    async def stream(self, messages: Sequence[Message], **options: Any) -> AsyncIterator[StreamEvent]:
-        """Yield text, reasoning and tool-call deltas, then one final event with the whole response.
-
-        A stream that fails before its first delta is retried like `request` (and a refused option
-        stepped down from): nothing reached the caller yet. One that fails after content arrived
-        raises a retryable `StreamBroken` saying how much had arrived (never a silent restart), or
-        `DeadlineExceeded` when the deadline has passed. Leaving the loop early closes the HTTP stream.
-        """
-        from imp.models._stream import Arrived
-        from imp.models._transport import HTTPFailure
-
-        merged = self._merged(options)
-        headers = self._headers(merged)
-        headers["accept"] = "text/event-stream"
-        transport = self._transport_for_call()
-        step = self._next_step()
-
-        async with AsyncExitStack() as outer:
-            while True:
-                sent = self._stepped.apply(merged)
-                try:
-                    opened = await self._open_stream(transport, messages, sent, headers, outer, step)
-                    break
-                except UnsupportedOption as error:
-                    if not self._step_down(error, sent):
-                        raise
-            arrived = Arrived()
-            for delta in opened.first:
-                yield arrived.count(delta)
-            if opened.response is not None:
-                final = self._finalise(opened.response)
-            else:
-                try:
-                    for event in opened.pending:
-                        for delta in opened.state.feed(event):
-                            yield arrived.count(delta)
-                    async for chunk in opened.chunks:
-                        for event in opened.decoder.feed(chunk):
-                            for delta in opened.state.feed(event):
-                                yield arrived.count(delta)
-                    response = opened.state.finish()
-                except HTTPFailure as failure:
-                    if _deadline_passed(failure.kind):
-                        raise DeadlineExceeded("the deadline passed while the stream was being read") from None
-                    raise StreamBroken(
-                        redact_text(
-                            f"the stream broke after {arrived} had arrived ({failure.kind}): {failure}", self.secrets
-                        ),
-                        provider=self.provider,
-                        code="stream_broken",
-                    ) from None
-                except StreamBroken as error:
-                    raise StreamBroken(
-                        f"{error.message}, after {arrived} had arrived",
-                        provider=error.provider,
-                        code=error.code,
-                        request_id=error.request_id,
-                    ) from None
-                final = self._finalise(response)
-        yield StreamEvent(kind="final", response=final)
-
-    async def _open_stream(
-        self,
-        transport: Transport,
-        messages: Sequence[Message],
-        options: Mapping[str, Any],
-        headers: Mapping[str, str],
-        outer: AsyncExitStack,
-        step: int,
-    ) -> Opened:
-        """Send a streamed request and read it to its first delta, retrying what may succeed later
-        (a failure before any content reached the caller is a failed request); `outer` closes it."""
-        from imp.models._sse import SSEDecoder
-        from imp.models._stream import Opened, read_first_content
-        from imp.models._transport import HTTPFailure
-
-        body = self.build_body(messages, options, stream=True)
-        content = encode_body(body)
-        forced = forces_tool(body)
-
-        async def attempt(number: int) -> Opened:
-            stack = AsyncExitStack()
-            gate = request_gate.get()
-            try:
-                if gate is not None:  # the stream holds its slot until it is closed
-                    stack.callback(gate.leave, await gate.enter())
-                response = await stack.enter_async_context(
-                    transport.stream(self.url, content, headers, self._cap(options))
-                )
-                if response.status >= 300:
-                    error_body = await response.aread()
-                    error = classify_error(
-                        response.status,
-                        error_body,
-                        response.headers,
-                        provider=self.provider,
-                        secrets=self.secrets,
-                        forced_tool_choice=forced,
-                        url=self.url,
-                    )
-                    if gate is not None and isinstance(error, RateLimited):
-                        gate.rate_limited(error.retry_after)
-                    raise error
-                chunks = response.aiter_bytes()
-                stack.push_async_callback(chunks.aclose)  # type: ignore[attr-defined]
-                opened = Opened(self.stream_state(step=step, headers=response.headers), SSEDecoder(), chunks)
-                await read_first_content(opened)
-                if opened.ended:  # a stream that ended badly before any content is retried
-                    opened.response = opened.state.finish()
-            except HTTPFailure as failure:
-                await stack.aclose()
-                raise self._failure(failure) from None
-            except BaseException:
-                await stack.aclose()
-                raise
-            outer.push_async_callback(stack.aclose)
-            return opened
-
-        return await call_with_retries(attempt, self._policy(options), on_retry=self._log_retry)
-
-    def stream_error(self, payload: Any, *, status: int | None = None) -> LMError:
+    def stream_error(self, payload: object, *, status: int | None = None) -> LMError:
         """The `LMError` for an error event or error object inside a 200 stream."""
         return error_from_payload(
             status=status, body=payload, provider=self.provider, secrets=self.secrets, in_stream=True
         )
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        if self._transport is not None:
-            transport, self._transport = self._transport, None
-            await transport.aclose()
+        """Close the connection pool (a client the user gave is left open)."""
+        await self._transport.aclose()
 
-    def dump(self) -> dict[str, Any]:
+    def dump(self) -> dict[str, object]:
         """A JSON-friendly description to rebuild this client with `imp.lm(**dump)`; never the key."""
-        from imp._redact import redact
-
-        data: dict[str, Any] = {"model": self.model_key}
-        if self.base_url != self.default_base_url:
+        data: dict[str, object] = {"model": self.model_key}
+        if not self._own_service:
             data["base_url"] = redact_text(self.base_url, self.secrets)
         if self.prices is not None:
             data["prices"] = self.prices.dump()
-        data.update(redact(self.defaults, self.secrets))
+        data.update(redact(dict(self.defaults), self.secrets))
         return data
 
     def __repr__(self) -> str:
-        where = "" if self.base_url == self.default_base_url else f", base_url={self.base_url!r}"
+        where = "" if self._own_service else f", base_url={self.base_url!r}"
         return redact_text(f"{type(self).__name__}({self.provider}:{self.model}{where})", self.secrets)
 
 
-def _check_client_options(base_url: str, **timeouts: Any) -> None:
-    """Refuse, when the client is built, a base URL httpx cannot send to and a timeout that is no time."""
-    if base_url and not base_url.lower().startswith(("http://", "https://")):
-        raise ValueError(f"base_url starts with http:// or https://, as in 'http://{base_url}', got {base_url!r}")
-    for name, value in timeouts.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise ValueError(f"{name} is a positive number of seconds, got {value!r}")
+def _leave(gate: RequestGate | None, ticket: object) -> None:
+    """Give a request's slot back to the gate (when there is one)."""
+    if gate is not None:
+        gate.leave(ticket)
 
 
 def _with_max_retries(policy: RetryPolicy, max_retries: int) -> RetryPolicy:
-    from dataclasses import replace
-
     if max_retries < 0:
         raise ValueError("max_retries must be >= 0")
-    return replace(policy, max_retries=max_retries)
+    return dataclasses.replace(policy, max_retries=max_retries)
 
 
 def _deadline_passed(kind: str) -> bool:

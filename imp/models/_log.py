@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from imp._redact import redact_text
 from imp.errors import LMError
+from imp.runtime.events import ModelRetry
+from imp.runtime.logging import get_logger
+from imp.runtime.run import current_run, emit
 
 if TYPE_CHECKING:
     from imp.models._stepdown import StepDown
@@ -13,16 +16,8 @@ if TYPE_CHECKING:
 __all__ = ["log_cache_failure", "log_retry", "log_step_down"]
 
 
-def _logger() -> Any:
-    from imp.runtime.logging import get_logger
-
-    return get_logger()
-
-
 def _call_id() -> str | None:
     """The id of the `imp.call` this request belongs to (None outside one), to tie a line to its call."""
-    from imp.runtime.run import current_run
-
     run = current_run()
     return run.call_id if run is not None else None
 
@@ -30,11 +25,8 @@ def _call_id() -> str | None:
 def log_retry(model_key: str, attempt: int, error: LMError, wait: float) -> None:
     """One line per retried attempt: which model, which attempt failed, why, and the wait; also a
     `model_retry` event on the current run, so a trace marks the retry on its LM request."""
-    from imp.runtime.events import ModelRetry
-    from imp.runtime.run import emit
-
     emit(ModelRetry(model_key, attempt, error.status, type(error).__name__, redact_text(error.message), round(wait, 3)))
-    _logger().warning(
+    get_logger().warning(
         "lm_retry",
         call_id=_call_id(),
         model=model_key,
@@ -49,7 +41,7 @@ def log_retry(model_key: str, attempt: int, error: LMError, wait: float) -> None
 
 def log_step_down(model_key: str, step: StepDown, error: LMError) -> None:
     """One line when a server refused an option and this LM stops sending it (or sends less)."""
-    _logger().warning(
+    get_logger().warning(
         "lm_step_down",
         call_id=_call_id(),
         model=model_key,
@@ -63,4 +55,4 @@ def log_step_down(model_key: str, step: StepDown, error: LMError) -> None:
 
 def log_cache_failure(operation: str, exc: BaseException) -> None:
     """A cache that failed to read or write: logged, never raised into the call."""
-    _logger().warning("lm_cache_failed", operation=operation, error=redact_text(f"{type(exc).__name__}: {exc}"))
+    get_logger().warning("lm_cache_failed", operation=operation, error=redact_text(f"{type(exc).__name__}: {exc}"))

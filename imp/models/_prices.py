@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from imp.records import Usage
 
@@ -40,7 +39,7 @@ class Prices:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
 
 
-def as_prices(value: Prices | Mapping[str, Any] | None) -> Prices | None:
+def as_prices(value: Prices | Mapping[str, float] | None) -> Prices | None:
     """The `prices=` setting as a `Prices` (a mapping from a saved program is accepted)."""
     if value is None or isinstance(value, Prices):
         return value

@@ -10,9 +10,8 @@ filter's answer), `function_call` items the tool calls (their `call_id` is the c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from imp.models._wire import parse_arguments
+from imp.models._wire import JSONObject, count_of, list_of, mapping_of, parse_arguments
 from imp.models.base import LMResponse
 from imp.records import ToolCall, Usage
 
@@ -31,10 +30,10 @@ class Output:
         self.refusal: list[str] = []
         self.reasoning: list[str] = []
         self.calls: list[ToolCall] = []
-        self.replay: list[dict[str, Any]] = []
+        self.replay: list[JSONObject] = []
 
 
-def read_output(items: Sequence[Any], step: int) -> Output:
+def read_output(items: Sequence[object], step: int) -> Output:
     """Read output items in order (items of other types, a hosted tool's, are skipped)."""
     out = Output()
     for item in items:
@@ -50,7 +49,7 @@ def read_output(items: Sequence[Any], step: int) -> Output:
                 arguments=parse_arguments(item.get("arguments")),
             )
             out.calls.append(call)
-            ref = {"type": "function_call", "call_id": call.id}
+            ref: dict[str, object] = {"type": "function_call", "call_id": call.id}
             if isinstance(item.get("id"), str):
                 ref["id"] = item["id"]
             out.replay.append(ref)
@@ -60,8 +59,8 @@ def read_output(items: Sequence[Any], step: int) -> Output:
     return out
 
 
-def _message(item: Mapping[str, Any], out: Output) -> None:
-    for part in item.get("content") or ():
+def _message(item: JSONObject, out: Output) -> None:
+    for part in list_of(item.get("content")):
         if not isinstance(part, Mapping):
             continue
         if part.get("type") == "output_text":
@@ -72,30 +71,28 @@ def _message(item: Mapping[str, Any], out: Output) -> None:
         out.replay.append({"type": "message", "id": item["id"]})
 
 
-def _reasoning_texts(item: Mapping[str, Any]) -> list[str]:
+def _reasoning_texts(item: JSONObject) -> list[str]:
     """The summary texts (OpenAI), else the raw reasoning `content` (open-weight models' servers)."""
-    texts = [str(p.get("text") or "") for p in item.get("summary") or () if isinstance(p, Mapping)]
+    texts = [str(p.get("text") or "") for p in list_of(item.get("summary")) if isinstance(p, Mapping)]
     if not any(texts):
-        texts = [str(p.get("text") or "") for p in item.get("content") or () if isinstance(p, Mapping)]
+        texts = [str(p.get("text") or "") for p in list_of(item.get("content")) if isinstance(p, Mapping)]
     return [t for t in texts if t]
 
 
-def read_usage(raw: Any) -> Usage:
+def read_usage(raw: object) -> Usage:
     """Input and output tokens, cached input (`input_tokens_details`) and reasoning tokens."""
     if not isinstance(raw, Mapping):
         return Usage(requests=1)
-    inputs = raw.get("input_tokens_details") or {}
-    outputs = raw.get("output_tokens_details") or {}
     return Usage(
-        input_tokens=int(raw.get("input_tokens") or 0),
-        output_tokens=int(raw.get("output_tokens") or 0),
-        cached_tokens=int(inputs.get("cached_tokens") or 0) if isinstance(inputs, Mapping) else 0,
-        reasoning_tokens=int(outputs.get("reasoning_tokens") or 0) if isinstance(outputs, Mapping) else 0,
+        input_tokens=count_of(raw.get("input_tokens")),
+        output_tokens=count_of(raw.get("output_tokens")),
+        cached_tokens=count_of(mapping_of(raw.get("input_tokens_details")).get("cached_tokens")),
+        reasoning_tokens=count_of(mapping_of(raw.get("output_tokens_details")).get("reasoning_tokens")),
         requests=1,
     )
 
 
-def status_finish(body: Mapping[str, Any], *, has_calls: bool, refused: bool) -> str:
+def status_finish(body: JSONObject, *, has_calls: bool, refused: bool) -> str:
     """The normalised finish reason of a finished response."""
     if body.get("status") == "incomplete":
         details = body.get("incomplete_details")
@@ -106,7 +103,7 @@ def status_finish(body: Mapping[str, Any], *, has_calls: bool, refused: bool) ->
     return "tool_calls" if has_calls else "stop"
 
 
-def to_response(body: Mapping[str, Any], output: Output, *, model: str, request_id: str | None) -> LMResponse:
+def to_response(body: JSONObject, output: Output, *, model: str, request_id: str | None) -> LMResponse:
     """The `LMResponse` of a finished response body and its read output."""
     refused = bool(output.refusal) and not output.text
     calls = tuple(output.calls)
@@ -118,7 +115,7 @@ def to_response(body: Mapping[str, Any], output: Output, *, model: str, request_
         reasoning_data=output.replay if has_reasoning else None,
         usage=read_usage(body.get("usage")),
         finish_reason=status_finish(body, has_calls=bool(calls), refused=refused),
-        model=body.get("model") or model,
+        model=str(body.get("model") or model),
         request_id=request_id,
         raw=body,
     )

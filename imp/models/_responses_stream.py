@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from imp.errors import StreamBroken
 from imp.models._http import StreamState
 from imp.models._responses_output import read_output, to_response
+from imp.models._wire import JSONObject
 from imp.models.base import LMResponse, StreamEvent
 
 if TYPE_CHECKING:
@@ -41,9 +42,9 @@ class ResponsesStream(StreamState):
         self._tools: dict[str, int] = {}
         """A function call's tool index by its item id (and by `output_index`, as a string)."""
         self._call_ids: dict[int, str] = {}
-        self._done_items: dict[int, Mapping[str, Any]] = {}
+        self._done_items: dict[int, JSONObject] = {}
         self._reasoned = False
-        self._final: Mapping[str, Any] | None = None
+        self._final: JSONObject | None = None
 
     def feed(self, event: SSEEvent) -> list[StreamEvent]:
         try:
@@ -89,12 +90,12 @@ class ResponsesStream(StreamState):
                 self._done_items[int(payload.get("output_index", len(self._done_items)))] = item
         return []
 
-    def _reasoning(self, payload: Mapping[str, Any]) -> list[StreamEvent]:
+    def _reasoning(self, payload: JSONObject) -> list[StreamEvent]:
         events = _delta("reasoning", payload)
         self._reasoned = self._reasoned or bool(events)
         return events
 
-    def _item_added(self, payload: Mapping[str, Any]) -> list[StreamEvent]:
+    def _item_added(self, payload: JSONObject) -> list[StreamEvent]:
         item = payload.get("item")
         if not isinstance(item, Mapping) or item.get("type") != "function_call":
             return []
@@ -115,7 +116,7 @@ class ResponsesStream(StreamState):
             )
         ]
 
-    def _tool_index(self, payload: Mapping[str, Any]) -> int | None:
+    def _tool_index(self, payload: JSONObject) -> int | None:
         found = self._tools.get(str(payload.get("item_id")))
         if found is None and "output_index" in payload:
             found = self._tools.get(f"#{payload['output_index']}")
@@ -140,7 +141,7 @@ class ResponsesStream(StreamState):
         )
 
 
-def _delta(kind: str, payload: Mapping[str, Any]) -> list[StreamEvent]:
+def _delta(kind: str, payload: JSONObject) -> list[StreamEvent]:
     piece = payload.get("delta")
     if not isinstance(piece, str) or not piece:
         return []

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from imp.models._responses_content import ResponsesContent
-from imp.models._wire import tool_choice_mode, tool_choice_name, wire_arguments
+from imp.models._wire import JSONObject, tool_choice_mode, tool_choice_name, wire_arguments
 from imp.records import Message, ToolCall, content_text, message_tool_calls
 
 __all__ = [
@@ -30,12 +30,12 @@ REPLAYED_ITEMS = frozenset({"reasoning", "function_call", "message"})
 
 def input_items(
     messages: Sequence[Message], content_writer: ResponsesContent | None = None
-) -> tuple[str, list[dict[str, Any]]]:
+) -> tuple[str, list[dict[str, object]]]:
     """The `instructions` (the leading system messages) and the `input` items of a conversation
     (`content_writer` writes media: the client's own, with its limits)."""
     writer = content_writer or ResponsesContent(None)
     instructions: list[str] = []
-    items: list[dict[str, Any]] = []
+    items: list[dict[str, object]] = []
     for message in messages:
         role = message.get("role")
         content = message.get("content")
@@ -59,12 +59,12 @@ def input_items(
     return "\n\n".join(s for s in instructions if s), items
 
 
-def _assistant_items(message: Message) -> list[dict[str, Any]]:
+def _assistant_items(message: Message) -> list[dict[str, object]]:
     """An assistant message as items: its recorded output order when it has one, else text then calls."""
     text = _text_of(message.get("content"))
     calls = message_tool_calls(message)
     by_id = {call.id: call for call in calls}
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     placed: set[str] = set()
     text_placed = False
     for item in _replayed(message.get("reasoning_data")):
@@ -85,7 +85,7 @@ def _assistant_items(message: Message) -> list[dict[str, Any]]:
     return _without_orphans(out)
 
 
-def _after_reasoning(items: list[dict[str, Any]]) -> int:
+def _after_reasoning(items: list[dict[str, object]]) -> int:
     """Where an unrecorded text goes: after the reasoning items at the front, before the calls."""
     index = 0
     while index < len(items) and items[index].get("type") == "reasoning":
@@ -93,9 +93,9 @@ def _after_reasoning(items: list[dict[str, Any]]) -> int:
     return index
 
 
-def _without_orphans(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _without_orphans(items: list[dict[str, object]]) -> list[dict[str, object]]:
     """Drop reasoning items nothing follows (their message was left out): OpenAI refuses them."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for index, item in enumerate(items):
         if item.get("type") == "reasoning" and not any(i.get("type") != "reasoning" for i in items[index + 1 :]):
             continue
@@ -103,21 +103,21 @@ def _without_orphans(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _replayed(data: Any) -> list[Mapping[str, Any]]:
+def _replayed(data: Any) -> list[JSONObject]:
     if not isinstance(data, list):
         return []  # a chat-completions mapping or nothing: not this API's
     return [d for d in data if isinstance(d, Mapping) and d.get("type") in REPLAYED_ITEMS]
 
 
-def _function_call(call: ToolCall, item_id: Any) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": "function_call"}
+def _function_call(call: ToolCall, item_id: Any) -> dict[str, object]:
+    item: dict[str, object] = {"type": "function_call"}
     if isinstance(item_id, str) and item_id:
         item["id"] = item_id
     item.update(call_id=call.id, name=call.name, arguments=wire_arguments(call.arguments))
     return item
 
 
-def _output_message(text: str, item_id: Any) -> dict[str, Any]:
+def _output_message(text: str, item_id: Any) -> dict[str, object]:
     if not (isinstance(item_id, str) and item_id):
         return {"role": "assistant", "content": text}
     content = [{"type": "output_text", "text": text, "annotations": []}]
@@ -128,13 +128,13 @@ def _text_of(content: Any) -> str:
     return content_text(content)
 
 
-def wire_tool(tool: Any) -> dict[str, Any]:
+def wire_tool(tool: Any) -> dict[str, object]:
     """A function tool, flat (`{"type": "function", "name", "description", "parameters", "strict"}`)."""
     if not isinstance(tool, Mapping):
         raise TypeError(f"a tool is a JSON schema mapping, got {type(tool).__name__}")
     fn = tool.get("function")
-    spec: Mapping[str, Any] = fn if isinstance(fn, Mapping) else tool
-    out: dict[str, Any] = {"type": "function", "name": spec["name"]}
+    spec: JSONObject = fn if isinstance(fn, Mapping) else tool
+    out: dict[str, object] = {"type": "function", "name": spec["name"]}
     if spec.get("description") is not None:
         out["description"] = spec["description"]
     out["parameters"] = spec.get("parameters") or spec.get("input_schema") or {"type": "object", "properties": {}}
@@ -151,15 +151,15 @@ def wire_tool_choice(choice: Any) -> Any:
     return mode
 
 
-def text_format(response_format: Any) -> dict[str, Any] | None:
+def text_format(response_format: Any) -> dict[str, object] | None:
     """A chat-completions `response_format` as `text.format` (the schema's fields flat beside `type`)."""
     if not isinstance(response_format, Mapping):
         return None
     kind = response_format.get("type")
     if kind == "json_schema":
         inner = response_format.get("json_schema")
-        spec: Mapping[str, Any] = inner if isinstance(inner, Mapping) else response_format
-        out: dict[str, Any] = {"type": "json_schema", "name": str(spec.get("name") or "outputs")}
+        spec: JSONObject = inner if isinstance(inner, Mapping) else response_format
+        out: dict[str, object] = {"type": "json_schema", "name": str(spec.get("name") or "outputs")}
         for key in ("description", "schema", "strict"):
             if key in spec:
                 out[key] = spec[key]

@@ -10,23 +10,29 @@ without, the client steps down once, remembers it, logs one `lm_step_down` line,
   the way servers that know only none/auto/required take it). A refused `required` or `auto`
   has no equivalent: it is raised as `ToolChoiceUnsupported` for the program to handle.
 - `parallel_tool_calls` and `stream_options` (servers that predate them) are dropped.
+- a stream the server cannot give: a streamed request with tools that ends before a single event
+  (llama-cpp-python's `chatml-function-calling` raises "Automatic streaming tool choice is not
+  supported" once the model chose a tool, after the 200 went out) or a refused `stream` -> the same
+  request read whole (`stream_tool_calls`, or `streaming` when no tools were sent): the client then
+  hands on the whole reply as deltas, and the caller of `stream` sees one clean stream.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from imp.errors import ToolChoiceUnsupported, UnsupportedOption
 from imp.models._wire import tool_choice_name
 
 if TYPE_CHECKING:
+    from imp.models._options import Options
     from imp.models.base import LMCapabilities, ResponseFormatSupport
 
 __all__ = ["StepDown", "StepDowns"]
 
-SteppedOption = Literal["response_format", "tool_choice", "parallel_tool_calls", "stream_options"]
+SteppedOption = Literal["response_format", "tool_choice", "parallel_tool_calls", "stream_options", "stream"]
 
 _FORMAT_RANK: dict[str, int] = {"none": 0, "text": 0, "json_object": 1, "json_schema": 2}
 
@@ -49,12 +55,16 @@ class StepDowns:
     named_tool_choice: bool = True
     dropped: set[str] = field(default_factory=set)
     """Options never sent again (`parallel_tool_calls`, `stream_options`)."""
+    streaming: bool = True
+    """False once the server refused a streamed request without tools: requests are read whole."""
+    stream_tool_calls: bool = True
+    """False once the server could not stream a request with tools: those are read whole."""
 
-    def apply(self, options: Mapping[str, Any]) -> Mapping[str, Any]:
+    def apply(self, options: Options) -> Options:
         """The options rewritten by what was refused before (the same mapping when nothing applies)."""
         if self.response_format is None and self.named_tool_choice and not self.dropped:
             return options
-        out = dict(options)
+        out: dict[str, object] = dict(options)
         for name in self.dropped:
             out.pop(name, None)
         wanted = _format_type(out.get("response_format"))
@@ -68,15 +78,18 @@ class StepDowns:
             forced = _named_choice(out.get("tool_choice"))
             if forced is not None:
                 out["tool_choice"] = "required"
-                if isinstance(out.get("tools"), list | tuple):
-                    out["tools"] = [t for t in out["tools"] if _tool_name(t) == forced]
-        return out
+                tools = out.get("tools")
+                if isinstance(tools, list | tuple):
+                    out["tools"] = [t for t in tools if _tool_name(t) == forced]
+        return cast("Options", out)
 
-    def step(self, error: UnsupportedOption, sent: Mapping[str, Any]) -> StepDown | bool:
+    def step(self, error: UnsupportedOption, sent: Options) -> StepDown | bool:
         """Remember what `error` refused in the options `sent`: the step taken, True when an earlier
         step (another call's) already covers it and the request is worth resending, False when
         nothing can be stepped down."""
         option = error.option
+        if option == "stream":
+            return self._stream_step(bool(sent.get("tools")))
         if option == "response_format":
             wanted = _format_type(sent.get("response_format"))
             if wanted is None or _FORMAT_RANK.get(wanted, 0) == 0:
@@ -98,31 +111,44 @@ class StepDowns:
                 continue
             if droppable in self.dropped:
                 return True
-            if droppable == "parallel_tool_calls" and droppable not in sent:
+            if droppable == "parallel_tool_calls" and "parallel_tool_calls" not in sent:
                 return False  # (`stream_options` is the client's own, added to every stream)
             self.dropped.add(droppable)
             return StepDown(droppable, "sent", "left out")
         return False
 
+    def _stream_step(self, tools: bool) -> StepDown | bool:
+        if tools and self.stream_tool_calls:
+            self.stream_tool_calls = False
+            return StepDown("stream", "streamed with tools", "read whole when tools are sent")
+        if not tools and self.streaming:
+            self.streaming = False
+            return StepDown("stream", "streamed", "read whole")
+        return True  # another call stepped down already: this one is sent read whole
+
     def capabilities(self, declared: LMCapabilities) -> LMCapabilities:
         """`declared` lowered to what the server was seen to refuse."""
-        changes: dict[str, Any] = {}
+        lowered = declared
         if self.response_format is not None and (
             _FORMAT_RANK[declared.response_format] > _FORMAT_RANK[self.response_format]
         ):
-            changes["response_format"] = self.response_format
+            lowered = replace(lowered, response_format=self.response_format)
         if not self.named_tool_choice and declared.named_tool_choice:
-            changes["named_tool_choice"] = False
-        return replace(declared, **changes) if changes else declared
+            lowered = replace(lowered, named_tool_choice=False)
+        if not self.streaming and declared.streaming:
+            lowered = replace(lowered, streaming=False)
+        if not self.stream_tool_calls and declared.stream_tool_calls:
+            lowered = replace(lowered, stream_tool_calls=False)
+        return lowered
 
 
-def _format_type(value: Any) -> str | None:
+def _format_type(value: object) -> str | None:
     if isinstance(value, Mapping) and isinstance(value.get("type"), str):
         return str(value["type"])
     return None
 
 
-def _named_choice(choice: Any) -> str | None:
+def _named_choice(choice: object) -> str | None:
     if choice is None:
         return None
     try:
@@ -131,7 +157,7 @@ def _named_choice(choice: Any) -> str | None:
         return None
 
 
-def _tool_name(tool: Any) -> str | None:
+def _tool_name(tool: object) -> str | None:
     if not isinstance(tool, Mapping):
         return None
     fn = tool.get("function")

@@ -10,8 +10,12 @@ from imp._json import loads
 from imp.records import UnreadArguments
 
 __all__ = [
+    "JSONObject",
+    "count_of",
     "finish_reason",
     "forces_tool",
+    "list_of",
+    "mapping_of",
     "parse_arguments",
     "tool_choice_mode",
     "tool_choice_name",
@@ -38,14 +42,35 @@ _FINISH = {
 }
 
 
-def finish_reason(raw: Any, *, has_calls: bool) -> str:
+JSONObject = Mapping[str, object]
+"""A JSON object as a server sent it: every value is read with a type check (`mapping_of`, ...)."""
+
+
+def mapping_of(value: object) -> JSONObject:
+    """`value` when it is a JSON object, else an empty one (a field of the wrong shape reads as absent)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def list_of(value: object) -> list[object]:
+    """`value` when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def count_of(value: object) -> int:
+    """A token count: an integer (or a whole float) >= 0, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return 0
+    return max(int(value), 0)
+
+
+def finish_reason(raw: object, *, has_calls: bool) -> str:
     """The normalised finish reason (`stop`, `length`, `tool_calls`, `content_filter`, `error`, `other`)."""
     if raw is None:
         return "tool_calls" if has_calls else "stop"
     return _FINISH.get(str(raw), "other")
 
 
-def parse_arguments(raw: Any) -> dict[str, Any]:
+def parse_arguments(raw: object) -> dict[str, Any]:
     """Tool-call arguments as a dict, read by `imp._json.loads` (repaired when a model wrote them badly),
     `UnreadArguments` (no arguments, the text kept) when nothing is readable, `{"value": ...}` for JSON
     that is not an object."""
@@ -66,7 +91,7 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     return {"value": value}
 
 
-def wire_arguments(arguments: Any) -> str:
+def wire_arguments(arguments: object) -> str:
     """Arguments as the JSON string OpenAI-style messages carry.
 
     Unread arguments go back as `{}`: servers that render a chat template (llama.cpp's, vLLM) may parse the
@@ -77,7 +102,7 @@ def wire_arguments(arguments: Any) -> str:
     return json.dumps(dict(arguments) if isinstance(arguments, Mapping) else arguments, ensure_ascii=False)
 
 
-def tool_choice_name(choice: Any) -> str | None:
+def tool_choice_name(choice: object) -> str | None:
     """The forced tool's name for a named `tool_choice`, None for auto/none/required; raises if malformed."""
     if isinstance(choice, str):
         return None if choice in _TOOL_CHOICE_WORDS else choice
@@ -94,17 +119,17 @@ def tool_choice_name(choice: Any) -> str | None:
     raise ValueError(f"tool_choice must be 'auto', 'none', 'required', a tool name or {{'name': ...}}, got {choice!r}")
 
 
-def tool_choice_mode(choice: Any) -> str:
+def tool_choice_mode(choice: object) -> str:
     """`auto`, `none`, `required` or `named` for any accepted `tool_choice` form."""
     if tool_choice_name(choice) is not None:
         return "named"
     if isinstance(choice, str):
         return "required" if choice == "any" else choice
-    kind = choice.get("type")
+    kind = choice.get("type") if isinstance(choice, Mapping) else None
     return "required" if kind in ("any", "required") else str(kind)
 
 
-def forces_tool(body: Mapping[str, Any]) -> bool:
+def forces_tool(body: Mapping[str, object]) -> bool:
     """Whether a request body forces a tool call (`required`, `any`, or a named tool)."""
     choice = body.get("tool_choice")
     if choice is None:

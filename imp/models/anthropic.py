@@ -17,8 +17,9 @@ from imp.errors import InvalidResponse, StreamBroken
 from imp.models._anthropic_cache import EXTENDED_TTL_BETA, check_prompt_cache, mark_breakpoints
 from imp.models._anthropic_content import AnthropicContent
 from imp.models._http import HTTPLM, StreamState
+from imp.models._options import AnthropicOptions, Options
 from imp.models._sse import SSEEvent
-from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
+from imp.models._wire import JSONObject, finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
 from imp.models.base import LMCapabilities, LMResponse, StreamEvent
 from imp.models.errors import error_from_payload
 from imp.records import Message, ToolCall, Usage, content_text, message_tool_calls
@@ -39,6 +40,7 @@ class AnthropicLM(HTTPLM):
     provider = "anthropic"
     default_base_url = "https://api.anthropic.com/v1"
     api_key_env = "ANTHROPIC_API_KEY"
+    options_type = AnthropicOptions
     unsupported_options = frozenset({"seed"})
     capabilities = LMCapabilities(tool_calling=True, named_tool_choice=True, response_format="none")
 
@@ -52,7 +54,7 @@ class AnthropicLM(HTTPLM):
             headers["x-api-key"] = api_key
         return headers
 
-    def request_headers(self, options: Mapping[str, Any]) -> dict[str, str]:
+    def request_headers(self, options: Options) -> dict[str, str]:
         betas = []
         if _schema_format(options.get("response_format")) is not None:
             betas.append(STRUCTURED_OUTPUTS_BETA)
@@ -60,16 +62,16 @@ class AnthropicLM(HTTPLM):
             betas.append(EXTENDED_TTL_BETA)
         return {"anthropic-beta": ",".join(betas)} if betas else {}
 
-    def check_options(self, options: Mapping[str, Any]) -> None:
+    def check_options(self, options: Mapping[str, object]) -> None:
         check_prompt_cache(options.get("prompt_cache"))
-        super().check_options({k: v for k, v in options.items() if k != "prompt_cache"})
+        super().check_options(options)
         fmt = options.get("response_format")
         if fmt is not None and _schema_format(fmt) is None:
             raise ValueError("anthropic takes response_format only as {'type': 'json_schema', ...}")
 
-    def build_body(self, messages: Sequence[Message], options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
+    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, object]:
         system, wire = _wire_messages(messages, AnthropicContent(self))
-        body: dict[str, Any] = {"model": self.model, "max_tokens": options.get("max_tokens", DEFAULT_MAX_TOKENS)}
+        body: dict[str, object] = {"model": self.model, "max_tokens": options.get("max_tokens", DEFAULT_MAX_TOKENS)}
         if system:
             body["system"] = system
         body["messages"] = wire
@@ -109,7 +111,7 @@ class AnthropicLM(HTTPLM):
             )
         texts: list[str] = []
         thoughts: list[str] = []
-        blocks: list[dict[str, Any]] = []
+        blocks: list[dict[str, object]] = []
         calls: list[ToolCall] = []
         for block in body["content"]:
             kind = block.get("type")
@@ -153,7 +155,7 @@ def _schema_format(fmt: Any) -> Any:
     return fmt.get("schema")
 
 
-def _blocks(content: Any) -> list[dict[str, Any]]:
+def _blocks(content: Any) -> list[dict[str, object]]:
     """An assistant message's content as blocks (a media value, which a reply cannot hold, as its description)."""
     if content is None or content == "":
         return []
@@ -162,23 +164,28 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [{"type": "text", "text": str(content)}]
 
 
-def _tool_use(call: ToolCall) -> dict[str, Any]:
+def _tool_use(call: ToolCall) -> dict[str, object]:
     """A call as Anthropic's `tool_use` block: its arguments as an object."""
     return {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
 
 
-def _wire_messages(messages: Sequence[Message], writer: AnthropicContent) -> tuple[str, list[dict[str, Any]]]:
+def _id_of(block: JSONObject) -> str | None:
+    found = block.get("id")
+    return found if isinstance(found, str) else None
+
+
+def _wire_messages(messages: Sequence[Message], writer: AnthropicContent) -> tuple[str, list[dict[str, object]]]:
     """The top-level system text and the alternating user/assistant messages (names left out)."""
     system: list[str] = []
-    wire: list[dict[str, Any]] = []
+    turns: list[tuple[str, list[dict[str, object]]]] = []
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+    def add(role: str, blocks: list[dict[str, object]]) -> None:
         if not blocks:
             return
-        if wire and wire[-1]["role"] == role:  # Anthropic wants roles to alternate: merge neighbours
-            wire[-1]["content"].extend(blocks)
+        if turns and turns[-1][0] == role:  # Anthropic wants roles to alternate: merge neighbours
+            turns[-1][1].extend(blocks)
         else:
-            wire.append({"role": role, "content": blocks})
+            turns.append((role, blocks))
 
     for message in messages:
         role = message.get("role")
@@ -186,7 +193,7 @@ def _wire_messages(messages: Sequence[Message], writer: AnthropicContent) -> tup
         if role in ("system", "developer"):
             system.append(content_text(content))
         elif role == "tool":
-            result: dict[str, Any] = {
+            result: dict[str, object] = {
                 "type": "tool_result",
                 "tool_use_id": str(message.get("tool_call_id") or ""),
                 "content": writer.tool_result(content),
@@ -195,7 +202,7 @@ def _wire_messages(messages: Sequence[Message], writer: AnthropicContent) -> tup
                 result["is_error"] = True
             add("user", [result])
         elif role == "assistant":
-            blocks: list[dict[str, Any]] = []
+            blocks: list[dict[str, object]] = []
             data = message.get("reasoning_data")
             if isinstance(data, list):
                 blocks.extend(dict(b) for b in data if isinstance(b, Mapping) and b.get("type") in _THINKING_BLOCKS)
@@ -204,27 +211,28 @@ def _wire_messages(messages: Sequence[Message], writer: AnthropicContent) -> tup
             add("assistant", blocks)
         else:
             add("user", writer.blocks(content))
+    wire: list[dict[str, object]] = [{"role": role, "content": blocks} for role, blocks in turns]
     return "\n\n".join(s for s in system if s), wire
 
 
-def _wire_tool(tool: Any) -> dict[str, Any]:
+def _wire_tool(tool: Any) -> dict[str, object]:
     if not isinstance(tool, Mapping):
         raise TypeError(f"a tool is a JSON schema mapping, got {type(tool).__name__}")
     fn = tool.get("function") if tool.get("type") == "function" else None
-    spec: Mapping[str, Any] = fn if isinstance(fn, Mapping) else tool
-    out: dict[str, Any] = {"name": spec["name"]}
+    spec: JSONObject = fn if isinstance(fn, Mapping) else tool
+    out: dict[str, object] = {"name": spec["name"]}
     if spec.get("description") is not None:
         out["description"] = spec["description"]
     out["input_schema"] = spec.get("parameters") or spec.get("input_schema") or {"type": "object", "properties": {}}
     return out
 
 
-def _wire_tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
+def _wire_tool_choice(choice: Any, parallel: Any) -> dict[str, object] | None:
     """Anthropic's `tool_choice` object; `parallel_tool_calls=False` rides on it as
     `disable_parallel_tool_use` (Anthropic has no top-level field for it)."""
     if choice is None and parallel is None:
         return None
-    wire: dict[str, Any]
+    wire: dict[str, object]
     mode = "auto" if choice is None else tool_choice_mode(choice)
     if mode == "named":
         wire = {"type": "tool", "name": tool_choice_name(choice)}
@@ -255,7 +263,7 @@ def _usage(raw: Any) -> Usage:
 class _Block:
     __slots__ = ("data", "kind", "parts", "tool_index")
 
-    def __init__(self, start: Mapping[str, Any], tool_index: int | None) -> None:
+    def __init__(self, start: JSONObject, tool_index: int | None) -> None:
         self.kind = str(start.get("type", ""))
         self.data = dict(start)
         self.parts: list[str] = []
@@ -271,7 +279,7 @@ class _AnthropicStream(StreamState):
         self._request_id = request_id
         self._blocks: dict[int, _Block] = {}
         self._tools = 0
-        self._usage: dict[str, Any] = {}
+        self._usage: dict[str, object] = {}
         self._stop_reason: str | None = None
         self._model: str | None = None
         self._done = False
@@ -302,7 +310,7 @@ class _AnthropicStream(StreamState):
             self._done = True
         return []
 
-    def _start(self, index: int, start: Mapping[str, Any]) -> list[StreamEvent]:
+    def _start(self, index: int, start: JSONObject) -> list[StreamEvent]:
         tool_index = None
         if start.get("type") == "tool_use":
             tool_index = self._tools
@@ -314,7 +322,7 @@ class _AnthropicStream(StreamState):
                     kind="tool_call",
                     index=tool_index,
                     tool_name=str(start.get("name", "")),
-                    tool_call_id=start.get("id"),
+                    tool_call_id=_id_of(start),
                 )
             ]
         if block.kind == "text" and start.get("text"):
@@ -322,7 +330,7 @@ class _AnthropicStream(StreamState):
             return [StreamEvent(kind="text", delta=str(start["text"]))]
         return []
 
-    def _delta(self, index: int, delta: Mapping[str, Any]) -> list[StreamEvent]:
+    def _delta(self, index: int, delta: JSONObject) -> list[StreamEvent]:
         block = self._blocks.get(index)
         if block is None:
             block = self._blocks[index] = _Block({"type": "text"}, None)
@@ -340,9 +348,7 @@ class _AnthropicStream(StreamState):
         elif kind == "input_json_delta":
             piece = str(delta.get("partial_json", ""))
             block.parts.append(piece)
-            return [
-                StreamEvent(kind="tool_call", delta=piece, index=block.tool_index, tool_call_id=block.data.get("id"))
-            ]
+            return [StreamEvent(kind="tool_call", delta=piece, index=block.tool_index, tool_call_id=_id_of(block.data))]
         return []
 
     def finish(self) -> LMResponse:
@@ -355,7 +361,7 @@ class _AnthropicStream(StreamState):
             )
         texts: list[str] = []
         thoughts: list[str] = []
-        reasoning_blocks: list[dict[str, Any]] = []
+        reasoning_blocks: list[dict[str, object]] = []
         calls: list[ToolCall] = []
         for _, block in sorted(self._blocks.items()):
             joined = "".join(block.parts)

@@ -6,11 +6,14 @@ import abc
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from imp._frozen import fast_init
 from imp.media import MediaKind
 from imp.records import NO_USAGE, Message, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from imp.models._options import Options
 
 __all__ = [
     "LM",
@@ -32,11 +35,16 @@ FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error"
 
 @dataclass(frozen=True, slots=True)
 class LMCapabilities:
-    """What an LM can take: native tools, `tool_choice` forms, structured output, media."""
+    """What an LM can take: native tools, `tool_choice` forms, structured output, streams, media."""
 
     tool_calling: bool = True
     named_tool_choice: bool = True
     response_format: ResponseFormatSupport = "none"
+    streaming: bool = True
+    """Whether the server streams a reply; when not, `stream` reads it whole and hands it on as deltas."""
+    stream_tool_calls: bool = True
+    """Whether the server streams a request that offers tools (llama-cpp-python's
+    `chatml-function-calling` cannot once the model chose a tool); when not, such requests are read whole."""
     media: frozenset[MediaKind] | None = None
     """The media kinds (`image`, `audio`, `file`) the model takes; None: what its provider and model
     name say (a local server's model declares its own: `frozenset()` for a text-only one)."""
@@ -99,10 +107,10 @@ class LM(abc.ABC):
     """Request options the client sends unless a request gives its own (`imp.lm(..., temperature=0.2)`)."""
 
     @abc.abstractmethod
-    async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:
+    async def request(self, messages: Sequence[Message], **options: Unpack[Options]) -> LMResponse:
         """Send one request and return the normalised response."""
 
-    async def stream(self, messages: Sequence[Message], **options: Any) -> AsyncIterator[StreamEvent]:
+    async def stream(self, messages: Sequence[Message], **options: Unpack[Options]) -> AsyncIterator[StreamEvent]:
         """Yield deltas, then one final event holding the whole response.
 
         The default sends one ordinary request and yields its text as one delta.

@@ -1,7 +1,10 @@
 """Response caches: a bounded in-memory LRU and an optional SQLite file, with concurrent misses coalesced.
 
-A cache is keyed on the request body (never on credentials) plus `rollout_id`. A hit reports zero
-usage and `cache_hit=True`; a cache that fails to read or write never fails the call.
+A cache is keyed by who asks and what: the endpoint, the request body, `rollout_id`, the headers
+sent (those that may change the reply: a beta flag, an organisation, a routing header) and a digest
+of the credential, so two keys (two tenants) never share an entry, and the key itself holds no
+credential. A SQLite file is created readable by its owner only (0600). A hit reports zero usage
+and `cache_hit=True`; a cache that fails to read or write never fails the call.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import abc
 import dataclasses
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -23,6 +27,7 @@ from typing import Any
 
 import anyio
 
+from imp._redact import is_secret_key
 from imp.models._log import log_cache_failure
 from imp.models.base import LMResponse, Usage
 from imp.records import ToolCall
@@ -42,9 +47,27 @@ __all__ = [
 ]
 
 
-def cache_key(provider: str, base_url: str, body: Mapping[str, Any], rollout_id: Any = None) -> str:
-    """A SHA-256 over the provider, endpoint, request body and rollout id (no credentials in any)."""
-    material = {"provider": provider, "base_url": base_url, "body": body, "rollout_id": rollout_id}
+_NOT_KEYED_HEADERS = frozenset({"content-type", "accept", "user-agent", "content-length"})
+"""Headers that never change a reply (the same for every request in a mode)."""
+
+
+def cache_key(
+    provider: str,
+    base_url: str,
+    body: Mapping[str, object],
+    rollout_id: object = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> str:
+    """A SHA-256 over the provider, endpoint, request body, rollout id and headers sent, with each
+    credential header (`authorization`, `x-api-key`, `api-key`, ...) as a digest of its value."""
+    sent: dict[str, str] = {}
+    for name, value in (headers or {}).items():
+        lowered = name.lower()
+        if lowered in _NOT_KEYED_HEADERS:
+            continue
+        sent[lowered] = "sha256:" + hashlib.sha256(value.encode()).hexdigest() if is_secret_key(lowered) else value
+    material = {"provider": provider, "base_url": base_url, "body": body, "rollout_id": rollout_id, "headers": sent}
     encoded = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(encoded.encode()).hexdigest()
 
@@ -196,6 +219,9 @@ class SQLiteCache(ResponseCache):
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Created readable by its owner only: replies may hold what a user's prompts held.
+            # (SQLite gives its journal the database file's permissions.)
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
             conn = sqlite3.connect(self.path, check_same_thread=False)
             conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             conn.commit()
@@ -237,6 +263,10 @@ class SQLiteCache(ResponseCache):
                 self._conn = None
 
 
+CacheSetting = ResponseCache | bool | str | Path | None
+"""`True` (the process-wide memory LRU), `False` (off), a path (a SQLite file), a cache, or None
+(the context's default)."""
+
 _default: ContextVar[ResponseCache | None] = ContextVar("imp_lm_cache", default=None)
 _shared_memory: MemoryCache | None = None
 _sqlite_by_path: dict[Path, SQLiteCache] = {}
@@ -263,7 +293,7 @@ def configured_cache_here(cache: Any) -> Iterator[None]:
 
 
 @contextmanager
-def using_cache(cache: Any) -> Iterator[ResponseCache | None]:
+def using_cache(cache: CacheSetting) -> Iterator[ResponseCache | None]:
     """Use a default cache inside the block only."""
     resolved = resolve_cache(cache, use_default=False)
     token = _default.set(resolved)
@@ -273,7 +303,7 @@ def using_cache(cache: Any) -> Iterator[ResponseCache | None]:
         _default.reset(token)
 
 
-def resolve_cache(cache: Any, *, use_default: bool = True) -> ResponseCache | None:
+def resolve_cache(cache: CacheSetting, *, use_default: bool = True) -> ResponseCache | None:
     """Turn an LM's or a call's `cache` setting into a cache.
 
     None defers to the context's default (`using_cache`, then `imp.configure(cache=...)`); True is

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from imp._json import loads
-from imp._redact import redact, redact_text
+from imp._redact import is_secret_query_key, redact, redact_text
 from imp.errors import (
     QUOTA_CODES,
     BadRequest,
@@ -91,6 +91,17 @@ _RESPONSE_FORMAT_REFUSAL = re.compile(
     re.IGNORECASE,
 )
 
+# A refused `stream`, alone or with what else the request asked for: OpenAI's first o1 models
+# ("Unsupported value: 'stream' does not support true with this model"), and servers that cannot
+# stream tool calls ("Automatic streaming tool choice is not supported", llama-cpp-python's wording,
+# which its server logs after a 200; "streaming is not supported with tools", others).
+_STREAM_REFUSAL = re.compile(
+    r"'stream' does not support|unsupported value: 'stream'"
+    r"|\bstream(?:ing)?\b[^.\n]{0,40}\b(?:not |un)supported"
+    r"|does not support stream(?:ing)?\b",
+    re.IGNORECASE,
+)
+
 _QUOTA_MESSAGE = re.compile(
     r"enforced_spend_limit_reached|insufficient_quota|spend limit|specified api usage limits"
     r"|credit balance is too low|insufficient balance|exceeded your current quota",
@@ -101,7 +112,7 @@ _TRY_AGAIN = re.compile(r"try again in (\d+(?:\.\d+)?)\s*(ms|s|sec|seconds)?\b",
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$")
 
 
-def parse_retry_after(headers: Mapping[str, str] | None, error: Mapping[str, Any] | None = None) -> float | None:
+def parse_retry_after(headers: Mapping[str, str] | None, error: Mapping[str, object] | None = None) -> float | None:
     """The provider's wait hint in seconds: `retry-after-ms`, `retry-after` (seconds or an HTTP date),
     a body's `details[].retryDelay`, or OpenAI's "Please try again in 1.5s"."""
     if headers:
@@ -120,7 +131,8 @@ def parse_retry_after(headers: Mapping[str, str] | None, error: Mapping[str, Any
                 if when is not None:
                     return max(0.0, when - time.time())
     if error:
-        for detail in error.get("details") or ():
+        details = error.get("details")
+        for detail in details if isinstance(details, list) else ():
             if isinstance(detail, Mapping) and isinstance(detail.get("retryDelay"), str):
                 seconds = _duration(detail["retryDelay"])
                 if seconds is not None:
@@ -174,7 +186,7 @@ def is_tool_choice_refusal(message: str) -> bool:
     )
 
 
-def _error_object(body: Any) -> Mapping[str, Any]:
+def _error_object(body: object) -> Mapping[str, object]:
     """The error mapping inside a provider's envelope (OpenAI, Anthropic, Gemini, flat vLLM)."""
     if isinstance(body, list) and body and isinstance(body[0], Mapping):
         body = body[0]  # Gemini sometimes answers with a JSON array
@@ -190,11 +202,8 @@ def _error_object(body: Any) -> Mapping[str, Any]:
     return {}
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
-
-
-_SECRET_QUERY = re.compile(r"key|token|secret|password|passwd|sig|auth|credential", re.IGNORECASE)
 
 
 def safe_url(url: str) -> str:
@@ -210,7 +219,7 @@ def safe_url(url: str) -> str:
     query = parts.query
     if query:
         pairs = [
-            (k, "[REDACTED]" if _SECRET_QUERY.search(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)
+            (k, "[REDACTED]" if is_secret_query_key(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)
         ]
         query = urlencode(pairs, safe="[]")
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
@@ -218,10 +227,12 @@ def safe_url(url: str) -> str:
 
 def rejected_option(message: str) -> str | None:
     """The request option an error message says the server refuses (`response_format`,
-    `parallel_tool_calls`, `stream_options`, `tool_choice`), or None."""
+    `parallel_tool_calls`, `stream_options`, `stream`, `tool_choice`), or None."""
+    lowered = message.lower()
+    if "stream_options" not in lowered and _STREAM_REFUSAL.search(message):
+        return "stream"  # before tool_choice: "streaming tool choice is not supported" is about the stream
     if is_tool_choice_refusal(message):
         return "tool_choice"
-    lowered = message.lower()
     if "parallel_tool_calls" in lowered:  # servers without parallel calls (several vLLM/TGI builds)
         return "parallel_tool_calls"
     if "stream_options" in lowered:  # older OpenAI-compatible servers that know only `stream`
@@ -240,13 +251,15 @@ def _kind(
         return ContextWindowExceeded  # Anthropic: a body over 32 MB
     if status in (None, 400, 500) and (bool(codes & _OVERFLOW_CODES) or is_context_window_message(texts)):
         return ContextWindowExceeded
+    option = rejected_option(texts) if refusal and status != 429 else None
+    if option == "stream":
+        return UnsupportedOption
     if is_tool_choice_refusal(texts) or (forced_tool_choice and status == 500 and not message.strip()):
         return ToolChoiceUnsupported  # the empty 500 is llama-cpp-python's answer to a forced choice
     if bool(codes & _QUOTA_CODES) or status == 402 or bool(_QUOTA_MESSAGE.search(texts)):
         return QuotaExceeded
     validation = bool(_VALIDATION_MESSAGE.search(texts))
     if refusal and status != 429:
-        option = rejected_option(texts)
         if option is not None and (status != 500 or validation or _RESPONSE_FORMAT_REFUSAL.search(texts)):
             return UnsupportedOption
         if status == 500 and validation:
@@ -260,7 +273,7 @@ def _kind(
     return lm_error_kind(status)
 
 
-def _decode_body(text: str) -> Any:
+def _decode_body(text: str) -> object:
     """An error body as JSON (leniently: some servers send Python-ish dicts), or None for text or HTML."""
     stripped = text.strip()
     if not stripped.startswith(("{", "[")):
@@ -288,7 +301,7 @@ def error_from_payload(
     error = _error_object(body)
     message = _text(error.get("message"))
     found = error.get("metadata")
-    metadata: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    metadata: Mapping[str, object] = found if isinstance(found, Mapping) else {}
     raw_upstream = _text(metadata.get("raw"))
     code_value = error.get("code")
     error_type = _text(error.get("type")) or _text(error.get("status"))
@@ -330,7 +343,7 @@ def error_from_payload(
     if request_id is None and isinstance(body, Mapping) and isinstance(body.get("request_id"), str):
         request_id = body["request_id"]
 
-    kept_body: Any = body if body is not None else raw_text
+    kept_body: object = body if body is not None else raw_text
     details: dict[str, Any] = {}
     if kind is UnsupportedOption:
         details["option"] = rejected_option(texts) or ""

@@ -15,9 +15,20 @@ from typing import Any
 from imp.errors import InvalidResponse, LMError, StreamBroken
 from imp.models._http import HTTPLM, StreamState
 from imp.models._openai_content import ChatContent
+from imp.models._options import Options
 from imp.models._sse import SSEEvent
-from imp.models._wire import finish_reason, parse_arguments, tool_choice_mode, tool_choice_name, wire_arguments
+from imp.models._wire import (
+    JSONObject,
+    finish_reason,
+    list_of,
+    mapping_of,
+    parse_arguments,
+    tool_choice_mode,
+    tool_choice_name,
+    wire_arguments,
+)
 from imp.models.base import LMCapabilities, LMResponse, StreamEvent
+from imp.models.errors import error_from_payload
 from imp.records import Message, ToolCall, Usage, message_tool_calls
 
 __all__ = ["OpenAILM", "OpenRouterLM"]
@@ -47,8 +58,8 @@ class OpenAILM(HTTPLM):
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def build_body(self, messages: Sequence[Message], options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": _wire_messages(self, messages)}
+    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, object]:
+        body: dict[str, object] = {"model": self.model, "messages": _wire_messages(self, messages)}
         for key in (
             "temperature",
             "top_p",
@@ -115,12 +126,10 @@ class OpenRouterLM(OpenAILM):
     api_key_env = "OPENROUTER_API_KEY"
 
 
-def _relayed_error(lm: OpenAILM, body: Mapping[str, Any]) -> LMError:
+def _relayed_error(lm: OpenAILM, body: JSONObject) -> LMError:
     error = body.get("error")
     code = error.get("code") if isinstance(error, Mapping) else None
     status = code if isinstance(code, int) and not isinstance(code, bool) else None
-    from imp.models.errors import error_from_payload
-
     return error_from_payload(
         status=status, body=body, provider=lm.provider, secrets=lm.secrets, in_stream=status is None
     )
@@ -131,7 +140,7 @@ def _short(body: Any) -> Any:
     return body if len(text) <= 2000 else text[:2000]
 
 
-def _wire_messages(lm: OpenAILM, messages: Sequence[Message]) -> list[dict[str, Any]]:
+def _wire_messages(lm: OpenAILM, messages: Sequence[Message]) -> list[dict[str, object]]:
     """The messages in this API's shape; a run of tool messages whose results hold media is followed by
     one user message carrying those media (a tool message takes text only)."""
     content = ChatContent(lm)
@@ -139,8 +148,8 @@ def _wire_messages(lm: OpenAILM, messages: Sequence[Message]) -> list[dict[str, 
     return content.placed(out) if content.carried else out
 
 
-def _wire_message(message: Message, writer: ChatContent) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message["role"]}
+def _wire_message(message: Message, writer: ChatContent) -> dict[str, object]:
+    out: dict[str, object] = {"role": message["role"]}
     if "content" in message:
         content = message["content"]
         if type(content) is not list:
@@ -170,7 +179,7 @@ def _wire_message(message: Message, writer: ChatContent) -> dict[str, Any]:
     return out
 
 
-def _wire_tool_call(call: ToolCall) -> dict[str, Any]:
+def _wire_tool_call(call: ToolCall) -> dict[str, object]:
     """A call in OpenAI's chat shape: its arguments as JSON text."""
     return {
         "id": call.id,
@@ -179,12 +188,12 @@ def _wire_tool_call(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def _wire_tool(tool: Any) -> dict[str, Any]:
+def _wire_tool(tool: Any) -> dict[str, object]:
     if not isinstance(tool, Mapping):
         raise TypeError(f"a tool is a JSON schema mapping, got {type(tool).__name__}")
     if isinstance(tool.get("function"), Mapping):
         return {**tool, "type": "function"}
-    spec: dict[str, Any] = {"name": tool["name"]}
+    spec: dict[str, object] = {"name": tool["name"]}
     if tool.get("description") is not None:
         spec["description"] = tool["description"]
     spec["parameters"] = tool.get("parameters") or tool.get("input_schema") or {"type": "object", "properties": {}}
@@ -212,8 +221,8 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
-def _tool_call(raw: Mapping[str, Any], step: int, index: int) -> ToolCall:
-    fn = raw.get("function") or {}
+def _tool_call(raw: JSONObject, step: int, index: int) -> ToolCall:
+    fn = mapping_of(raw.get("function"))
     return ToolCall(
         id=str(raw.get("id") or f"call_{step}_{index}"),  # Gemini's OpenAI-compatible endpoint sends no ids
         name=str(fn.get("name") or ""),
@@ -221,12 +230,12 @@ def _tool_call(raw: Mapping[str, Any], step: int, index: int) -> ToolCall:
     )
 
 
-def _reasoning(message: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
+def _reasoning(message: JSONObject) -> tuple[str | None, dict[str, object] | None]:
     data = {k: message[k] for k in _REASONING_KEYS if message.get(k) not in (None, "", [])}
     text = message.get("reasoning_content") or message.get("reasoning")
     if not isinstance(text, str) or not text:
-        details = message.get("reasoning_details")
-        parts = [d.get("text") or d.get("summary") for d in details or () if isinstance(d, Mapping)]
+        details = list_of(message.get("reasoning_details"))
+        parts = [d.get("text") or d.get("summary") for d in details if isinstance(d, Mapping)]
         text = "".join(p for p in parts if isinstance(p, str)) or None
     return text, (data or None)
 
@@ -326,18 +335,20 @@ class _OpenAIStream(StreamState):
                 self._finish = choice["finish_reason"]
         return out
 
-    def _tool_delta(self, raw: Mapping[str, Any]) -> StreamEvent:
-        index = int(raw.get("index", len(self._calls)))
+    def _tool_delta(self, raw: JSONObject) -> StreamEvent:
+        given = raw.get("index")
+        index = given if isinstance(given, int) and not isinstance(given, bool) else len(self._calls)
         call = self._calls.get(index)
         if call is None:
             call = self._calls[index] = _PendingCall()
-        fn = raw.get("function") or {}
+        fn = mapping_of(raw.get("function"))
         new_name = None
         if raw.get("id") and not call.id:
             call.id = str(raw["id"])
         if fn.get("name") and not call.name:  # llama-cpp-python repeats id, type and name in every delta
             call.name = new_name = str(fn["name"])
-        piece = fn.get("arguments") or ""
+        arguments = fn.get("arguments")
+        piece = arguments if isinstance(arguments, str) else ""
         if piece:
             call.arguments.append(piece)
         return StreamEvent(kind="tool_call", delta=piece, index=index, tool_name=new_name, tool_call_id=call.id or None)
@@ -358,7 +369,7 @@ class _OpenAIStream(StreamState):
             for position, (_, call) in enumerate(sorted(self._calls.items()))
         )
         reasoning = "".join(self._reasoning) or None
-        data: dict[str, Any] = {}
+        data: dict[str, object] = {}
         if self._details:
             data["reasoning_details"] = self._details
         elif reasoning:

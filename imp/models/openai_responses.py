@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Any, Final, get_args
 
 from imp.errors import InvalidResponse
 from imp.models._http import HTTPLM, StreamState
+from imp.models._options import Options, ReasoningSummary, ResponsesOptions
 from imp.models._responses_content import ResponsesContent
 from imp.models._responses_output import read_output, to_response
 from imp.models._responses_stream import ResponsesStream
@@ -26,15 +27,12 @@ from imp.records import Message
 
 __all__ = ["OpenAIResponsesLM", "ReasoningSummary"]
 
-ReasoningSummary = Literal["auto", "concise", "detailed"]
-"""How much of its reasoning a model summarises in the `reasoning` items (`reasoning_summary=`)."""
-
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 # OpenAI's reasoning models (not the `-chat` ones). They take no sampling options while they
 # reason: `temperature` / `top_p` only at their default of 1, or with `reasoning_effort="none"`.
 _REASONING_MODEL = re.compile(r"^(gpt-5|o[134])(?![-_.]?chat)([-_:.].*)?$")
-_SAMPLING = ("temperature", "top_p")
+_SAMPLING: Final = ("temperature", "top_p")
 
 
 class OpenAIResponsesLM(HTTPLM):
@@ -43,6 +41,7 @@ class OpenAIResponsesLM(HTTPLM):
     provider = "openai-responses"
     default_base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
+    options_type = ResponsesOptions
     # No stop sequences and no seed in this API: refused before anything is sent.
     unsupported_options = frozenset({"stop", "seed"})
     capabilities = LMCapabilities(tool_calling=True, named_tool_choice=True, response_format="json_schema")
@@ -60,14 +59,14 @@ class OpenAIResponsesLM(HTTPLM):
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def check_options(self, options: Mapping[str, Any]) -> None:
+    def check_options(self, options: Mapping[str, object]) -> None:
         summary = options.get("reasoning_summary")
         if summary is not None and summary not in get_args(ReasoningSummary):
             raise ValueError(
                 f"{self.provider}: reasoning_summary must be one of {', '.join(get_args(ReasoningSummary))}, "
                 f"got {summary!r}"
             )
-        super().check_options({k: v for k, v in options.items() if k != "reasoning_summary"})
+        super().check_options(options)
         if self.reasons and options.get("reasoning_effort") != "none":
             for key in _SAMPLING:
                 value = options.get(key)
@@ -78,9 +77,9 @@ class OpenAIResponsesLM(HTTPLM):
                         'reasoning_effort="none" on a model that can answer without reasoning'
                     )
 
-    def build_body(self, messages: Sequence[Message], options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
+    def build_body(self, messages: Sequence[Message], options: Options, *, stream: bool) -> dict[str, object]:
         instructions, items = input_items(messages, ResponsesContent(self))
-        body: dict[str, Any] = {"model": self.model}
+        body: dict[str, object] = {"model": self.model}
         if instructions:
             body["instructions"] = instructions
         body["input"] = items
@@ -99,7 +98,7 @@ class OpenAIResponsesLM(HTTPLM):
         fmt = text_format(options.get("response_format"))
         if fmt is not None:
             body["text"] = {"format": fmt}
-        reasoning: dict[str, Any] = {}
+        reasoning: dict[str, object] = {}
         if "reasoning_effort" in options:
             reasoning["effort"] = options["reasoning_effort"]
         if "reasoning_summary" in options:

@@ -82,7 +82,7 @@ async def streamed_request(
     tap: Tap,
     lm: LM,
     messages: Sequence[Message],
-    options: Mapping[str, object],
+    options: Mapping[str, Any],
     reader: tuple[Adapter, Signature] | None,
 ) -> LMResponse:
     """One LM request sent streamed: its reasoning and field deltas go to `tap`, the fields read as

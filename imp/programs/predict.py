@@ -177,7 +177,7 @@ class LoopStep:
 async def request(
     lm: LM,
     messages: list[Message],
-    options: Mapping[str, object],
+    options: Mapping[str, Any],
     *,
     program: str | None = None,
     reads: tuple[Adapter, Signature] | None = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import math
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
@@ -9,7 +10,7 @@ from contextlib import nullcontext
 from typing import Any
 
 import anyio
-import sniffio
+import anyio.lowlevel
 
 from imp.programs._stream_tap import StreamPart, Tap, set_tap
 from imp.programs.base import Program, call
@@ -133,7 +134,10 @@ def _spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> _Task:
     task that entered it.
     """
     context = contextvars.copy_context()
-    if sniffio.current_async_library() == "trio":
+    # anyio's token holds the running loop itself on asyncio, and a TrioToken on trio: which loop
+    # runs here, without sniffio (a dependency of neither anyio's current releases nor imp).
+    loop = anyio.lowlevel.current_token().native_token
+    if not isinstance(loop, asyncio.AbstractEventLoop):
         import trio
 
         scope = trio.CancelScope()
@@ -149,9 +153,7 @@ def _spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> _Task:
         trio.lowlevel.spawn_system_task(hosted, context=context)
         return handle
 
-    import asyncio
-
-    task = asyncio.get_running_loop().create_task(work(), context=context)
+    task = loop.create_task(work(), context=context)
 
     def cancel() -> None:
         task.cancel()

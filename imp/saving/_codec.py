@@ -7,13 +7,14 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from imp._jsondata import JSONObject, JSONValue
-from imp._redact import is_secret_key
+from imp._redact import is_secret_key, is_secret_query_key
 from imp.adapters import Adapter, Guidance, SavedAdapter, load_adapter, saved_adapter, saved_names
 from imp.errors import ImpError, SignatureError
 from imp.media import MEDIA_KEY, Media
@@ -24,6 +25,9 @@ from imp.programs.base import Program
 from imp.saving._trust import Refused, Trust, check_adapter_opts, check_config, check_keys, check_lm_section
 from imp.signature import Signature
 from imp.tools import Tool
+
+if TYPE_CHECKING:
+    from imp.models._http import HTTPLM
 
 __all__ = [
     "FUNCTION",
@@ -116,7 +120,7 @@ def _json_object(value: JSONValue) -> JSONObject:
 def _drop_userinfo(url: str) -> str:
     parts = urlsplit(url)
     netloc = parts.netloc.rpartition("@")[2]
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_secret_key(k)])
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_secret_query_key(k)])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
@@ -327,7 +331,10 @@ class Loader:
             provider, model, base_url, options = check_lm_section(data, self.trust, _provider_url)
         except Refused as exc:
             raise LoadError(str(exc)) from None
-        return make_lm(f"{provider}:{model}", base_url=base_url, **options)
+        # A named endpoint is here only because the caller trusted it: it gets the environment's key,
+        # which `imp.lm` on its own sends only to the provider's own service (docs/models.md).
+        api_key = _environment_key(provider) if base_url is not None else None
+        return make_lm(f"{provider}:{model}", base_url=base_url, api_key=api_key, **options)
 
     def config(self, data: object) -> dict[str, object]:
         """A program's saved request options, as `imp.saving._trust` allows them."""
@@ -370,8 +377,18 @@ class Loader:
 
 def _provider_url(provider: str) -> str:
     """A provider's own endpoint (the one a file may name without the caller's word)."""
+    return _provider_class(provider).default_base_url
+
+
+def _environment_key(provider: str) -> str | None:
+    """The key in the provider's environment variable (`OPENAI_API_KEY`, ...), if it is set."""
+    name = _provider_class(provider).api_key_env
+    return (os.environ.get(name) or None) if name else None
+
+
+def _provider_class(provider: str) -> type[HTTPLM]:
+    """The client class of a provider a file names (its modules load only here, when a file names it)."""
     from imp.models import PROVIDERS
-    from imp.models._http import HTTPLM
 
     cls: type[HTTPLM]
     if provider == "openai":
@@ -384,7 +401,7 @@ def _provider_url(provider: str) -> str:
         from imp.models.anthropic import AnthropicLM as cls
     else:
         raise Refused(f"the saved lm names the provider {provider!r}; imp knows {', '.join(PROVIDERS)}")
-    return cls.default_base_url
+    return cls
 
 
 def _guidance(data: object) -> Guidance:
