@@ -10,7 +10,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then echo $$p; break; fi; done)
 
-.PHONY: all test test-live test-ray test-mcp2 test-dbos live-setup demo lint typecheck bench fmt lock clean browser docs smoke
+.PHONY: all test test-live test-ray test-mcp2 test-dbos live-setup demo lint typecheck bench bench-dspy-latest fmt lock clean browser docs smoke measure
 
 all: test
 
@@ -143,15 +143,21 @@ demo: $(STAMP)
 	@$(PY) examples/demo.py
 
 lint: $(STAMP)
-	$(PY) -m ruff check imp tests benchmarks docs examples
-	$(PY) -m ruff format --check imp tests benchmarks docs examples
+	$(PY) -m ruff check imp tests benchmarks docs examples scripts
+	$(PY) -m ruff format --check imp tests benchmarks docs examples scripts
 
 fmt: $(STAMP)
-	$(PY) -m ruff check --fix imp tests benchmarks docs examples
-	$(PY) -m ruff format imp tests benchmarks docs examples
+	$(PY) -m ruff check --fix imp tests benchmarks docs examples scripts
+	$(PY) -m ruff format imp tests benchmarks docs examples scripts
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
+
+# docs/architecture.md's Measured table, from the code (tests/test_architecture.py checks the page).
+# `python scripts/typing_density.py DIR` counts Any and dict/Mapping[str, Any] for any package.
+measure: $(STAMP)
+	$(PY) scripts/measure.py --write
+	@$(PY) scripts/measure.py | tail -n +12
 
 $(BENCH_STAMP): pyproject.toml requirements-bench.lock
 	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
@@ -175,6 +181,28 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/parse_limits.py
 	$(BENCH_VENV)/bin/python benchmarks/media_memory.py
 
+# The side-by-side benchmarks again under the newest DSPy release (the lock pins the one `make bench`
+# uses): a venv of its own from the bench lock with DSPy upgraded (needs the registry). Each benchmark
+# checks that both sides did the same work and stops if they did not.
+BENCH_LATEST_VENV := .venv-bench-latest
+
+$(BENCH_LATEST_VENV)/.installed: pyproject.toml requirements-bench.lock
+	@test -x $(BENCH_LATEST_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_LATEST_VENV)
+	$(BENCH_LATEST_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -r requirements-bench.lock
+	$(BENCH_LATEST_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check --upgrade dspy
+	$(BENCH_LATEST_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+bench-dspy-latest: export LITELLM_LOCAL_MODEL_COST_MAP := True
+bench-dspy-latest: $(BENCH_LATEST_VENV)/.installed
+	$(BENCH_LATEST_VENV)/bin/python -c 'import dspy; print("DSPy", dspy.__version__)'
+	$(BENCH_LATEST_VENV)/bin/python benchmarks/overhead.py
+	$(BENCH_LATEST_VENV)/bin/python benchmarks/fanout.py
+	$(BENCH_LATEST_VENV)/bin/python benchmarks/http_clients.py
+	$(BENCH_LATEST_VENV)/bin/python benchmarks/concurrency.py
+	$(BENCH_LATEST_VENV)/bin/python benchmarks/evaluate.py
+	$(BENCH_LATEST_VENV)/bin/python benchmarks/optimize.py
+
 # Re-pin the lock files from pyproject.toml (needs the registry).
 lock:
 	rm -rf /tmp/imp-lock && $(PYTHON) -m venv /tmp/imp-lock
@@ -194,4 +222,4 @@ lock:
 	rm -rf /tmp/imp-lock
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(LIVE_VENV) $(RAY_VENV) $(MCP2_VENV) $(DOCS_VENV) build *.egg-info
+	rm -rf $(VENV) $(BENCH_VENV) $(BENCH_LATEST_VENV) $(LIVE_VENV) $(RAY_VENV) $(MCP2_VENV) $(DOCS_VENV) build *.egg-info

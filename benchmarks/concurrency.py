@@ -57,6 +57,12 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
+sys.path.append(str(_HERE))  # benchmarks/_same_work.py, after imp
+
+from _same_work import Calls, Side, same_work  # noqa: E402
+
+SENT = Calls()
+"""The fake models' requests (and the floor's stand-in calls) in this process: one per call."""
 
 LATENCY = 0.05
 SIZES = (1_000, 10_000)
@@ -161,6 +167,7 @@ def imp_batch(kind: str) -> Callable[[list[str]], Awaitable[list[str]]]:
         model = "sleep"
 
         async def request(self, messages: Sequence[dict[str, Any]], **options: Any) -> imp.LMResponse:
+            SENT.add()
             await sleep(LATENCY)
             question = str(messages[-1]["content"]).split("[[ ## question ## ]]\n", 1)[1].split("\n", 1)[0]
             text = f"[[ ## answer ## ]]\n{expected(question)}\n\n[[ ## completed ## ]]"
@@ -186,6 +193,7 @@ def dspy_lm() -> Any:
     from dspy.dsp.utils.utils import dotdict
 
     def reply(messages: Any) -> Any:
+        SENT.add()
         question = str(messages[-1]["content"]).split("[[ ## question ## ]]\n", 1)[1].split("\n", 1)[0]
         content = f"[[ ## answer ## ]]\n{expected(question)}\n\n[[ ## completed ## ]]"
         return dotdict(
@@ -237,6 +245,7 @@ def pydantic_ai_batch() -> Callable[[list[str]], Awaitable[list[str]]]:
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
     async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        SENT.add()
         await asyncio.sleep(LATENCY)
         prompt = messages[-1].parts[-1].content  # type: ignore[union-attr]
         return ModelResponse(parts=[TextPart(expected(str(prompt)))])
@@ -254,6 +263,7 @@ def floor_batch() -> Callable[[list[str]], Awaitable[list[str]]]:
     """No framework: N coroutines that sleep 50 ms and answer, what asyncio itself costs here."""
 
     async def one(question: str) -> str:
+        SENT.add()
         await sleep(LATENCY)
         return expected(question)
 
@@ -320,6 +330,7 @@ def child(kind: str, n: int, profile: bool, repeat: int = 3, gc_threshold: bool 
 
         gc.callbacks.append(on_gc)
         wrong = 0
+        SENT.take()
         for _ in range(repeat):
             started, cpu = time.perf_counter(), time.process_time()
             answers = await batch(qs)
@@ -347,6 +358,7 @@ def child(kind: str, n: int, profile: bool, repeat: int = 3, gc_threshold: bool 
             "base": base,
             "peak": peak,
             "wrong": wrong,
+            "requests_per_call": SENT.take() / (repeat * n),
             "exact_peak": resettable,
         }
 
@@ -440,6 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     above: dict[str, dict[int, float]] = {}
     above_cpu: dict[str, dict[int, float]] = {}
     for n in sizes:
+        sides: list[Side] = []
         for kind in kinds:
             missing = available(kind)
             if missing:
@@ -451,6 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             ratio = r["wall"] / LATENCY
             per_call = max(0, r["peak"] - r["base"]) / n / 1000
+            work = {"LM requests per call": f"{r['requests_per_call']:g}", "answers right": f"{n - r['wrong']} of {n}"}
+            sides.append(Side(LABELS[kind], work))
             notes = []
             if r["wrong"]:
                 notes.append(f"{r['wrong']} WRONG answers")
@@ -485,6 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             if kind.startswith("imp") and n in floors:
                 above_cpu.setdefault(kind, {})[n] = (r["cpu"] - floors[n]["cpu"]) / n * 1e6
+        same_work(f"N={n}", sides)
     for kind, extras in above.items():
         if 1_000 in extras and 10_000 in extras and not args.gc_threshold:
             growth = extras[10_000] / max(extras[1_000], 1e-9)

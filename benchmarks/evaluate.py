@@ -34,9 +34,14 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
+sys.path.append(str(_HERE))  # benchmarks/_same_work.py, after imp
+
+from _same_work import Calls, Side, reply_as_asked, same_work  # noqa: E402
 
 import imp  # noqa: E402  (after the sys.path fix above)
 
+SENT = Calls()
+"""The fake models' requests, counted: each runner must make one per row."""
 EXAMPLES = 2_000
 CONCURRENCY = 64
 LATENCY = 0.02
@@ -50,8 +55,10 @@ def rows() -> list[tuple[str, str]]:
 
 
 def reply_for(messages: Sequence[dict[str, Any]]) -> str:
+    """The question upper-cased, in the format the request asks for (each framework's own adapter)."""
+    SENT.add()
     question = str(messages[-1]["content"]).split("[[ ## question ## ]]\n", 1)[1].split("\n", 1)[0]
-    return f"[[ ## answer ## ]]\n{question.upper()}\n\n[[ ## completed ## ]]"
+    return reply_as_asked(messages, {"answer": question.upper()})
 
 
 def imp_runner() -> Callable[[], float]:
@@ -145,8 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(head)
     print("  " + "-" * (len(head) + 12))
     walls: dict[str, float] = {}
+    sides: list[Side] = []
     for label, run in runners:
+        SENT.take()
         run()  # warm-up round, not timed
+        warm = SENT.take()
         times: list[float] = []
         score = float("nan")
         for _ in range(args.rounds):
@@ -157,11 +167,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(f"{label}: score {score}, expected {EXPECTED_SCORE}: the benchmark is wrong")
         wall = statistics.median(times)
         walls[label] = wall
+        sides.append(Side(label, {"LM requests per round": warm, "score": f"{score:.2f}"}))
         print(
             f"  {label:<{width}}  {wall:>7.3f}  {wall / IDEAL:>7.2f}  {EXAMPLES / wall:>7.0f}  {score:>6.2f}  "
             + " ".join(f"{t:.3f}" for t in times),
             flush=True,
         )
+    same_work(f"{EXAMPLES} rows", sides)
     if skipped:
         print(f"  (DSPy skipped: {skipped})")
     if len(walls) == 2:

@@ -48,8 +48,14 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))  # this checkout's imp, whatever the venv holds
+sys.path.append(str(_HERE))  # benchmarks/_same_work.py, after imp
+
+from _same_work import Calls, Side, same_work  # noqa: E402
 
 import imp  # noqa: E402  (after the sys.path fix above)
+
+SENT = Calls()
+"""The scripted models' requests, counted: a turn is two (the eight calls, then the answer)."""
 
 CALLS = 8
 TOOL_SECONDS = 0.1
@@ -71,6 +77,7 @@ class Runner:
     note: str = ""
     seconds: list[float] = field(default_factory=list)
     first: float = float("nan")
+    work: dict[str, object] = field(default_factory=dict)
 
 
 class Tally:
@@ -137,6 +144,14 @@ def fanout_check(tally: Tally, answer: Callable[[object], Any]) -> Callable[[obj
 # --- imp -------------------------------------------------------------------------------------
 
 
+class CountedScriptedLM(imp.ScriptedLM):
+    """imp's scripted model, its requests counted."""
+
+    async def request(self, messages: Any, **options: Any) -> imp.LMResponse:
+        SENT.add()
+        return await super().request(messages, **options)
+
+
 def imp_runners(tally: Tally) -> list[Runner]:
     look_async, look_sync = make_look(tally)
     first = {"tool_calls": [{"name": "look", "arguments": {"i": i}} for i in range(CALLS)]}
@@ -148,7 +163,7 @@ def imp_runners(tally: Tally) -> list[Runner]:
 
         def program(look: imp.Tool = look) -> imp.ReAct:
             # A fresh script per turn: the scripted model records its requests and runs out of steps.
-            return imp.react("question -> answer", [look], lm=imp.ScriptedLM([first, second]))
+            return imp.react("question -> answer", [look], lm=CountedScriptedLM([first, second]))
 
         async def turn_async(program: Callable[[], imp.ReAct] = program) -> imp.Prediction:
             return await imp.call(program(), question=QUESTION)
@@ -192,6 +207,7 @@ def dspy_runners(tally: Tally) -> tuple[list[Runner], str]:
             return True
 
         def forward(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
+            SENT.add()
             if any(m.get("role") == "tool" for m in messages or ()):
                 calls = [tool_call(0, "submit", {"answer": ANSWER})]
             else:
@@ -235,6 +251,7 @@ def pydantic_ai_runners(tally: Tally) -> tuple[list[Runner], str]:
         return [], f"pydantic-ai is not importable here ({exc}); skipped."
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        SENT.add()
         returned = any(isinstance(part, ToolReturnPart) for m in messages for part in getattr(m, "parts", ()))
         if returned:
             return ModelResponse(parts=[TextPart(ANSWER)])
@@ -275,6 +292,7 @@ async def _timed_async(fn: Callable[[], Awaitable[object]], tally: Tally) -> tup
 def measure(runner: Runner, tally: Tally, turns: int, warmup: int) -> None:
     """Time `warmup + turns` turns; the very first is kept as `first` (cold), the rest after warmup timed."""
     results: list[tuple[float, object, int]] = []
+    SENT.take()
     if runner.turn is not None:
         fn = runner.turn
         for _ in range(warmup + turns):
@@ -299,6 +317,11 @@ def measure(runner: Runner, tally: Tally, turns: int, warmup: int) -> None:
     runner.first = results[0][0]
     runner.seconds = [s for s, _, _ in results[warmup:]]
     peak = max(p for _, _, p in results)
+    runner.work = {
+        "model requests per turn": f"{SENT.take() / len(results):g}",
+        "look calls per turn": CALLS,  # each turn's check saw look run for 0..7
+        "answer": ANSWER,
+    }
     runner.note = "; ".join(x for x in (f"at most {peak} at once", runner.note) if x)
 
 
@@ -318,6 +341,7 @@ def print_table(runners: Sequence[Runner], turns: int) -> None:
             f"  {r.label:<{width}}  {r.tools:<5}  {mid:>7.3f}  {spread:>13}  {mid / IDEAL:>7.2f}  "
             f"{r.first:>8.3f}  {r.note}"
         )
+    same_work("one turn", [Side(f"{r.label} ({r.tools})", r.work) for r in runners])
     for r in runners:
         if r.label.startswith("imp"):
             mid = statistics.median(r.seconds)

@@ -38,6 +38,9 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))  # this checkout's imp
+sys.path.append(str(_HERE))  # benchmarks/_same_work.py, after imp and the standard library
+
+from _same_work import Side, same_work  # noqa: E402
 
 DELAY = 0.020
 MESSAGES = [{"role": "user", "content": "Say hello."}]
@@ -57,7 +60,10 @@ REPLY = json.dumps(
 
 
 class _Server(asyncio.Protocol):
-    """A minimal HTTP/1.1 keep-alive server: every request gets REPLY after DELAY seconds."""
+    """A minimal HTTP/1.1 keep-alive server: every request gets REPLY after DELAY seconds (and is counted)."""
+
+    served: Any = None
+    """The count of requests read, shared with the benchmark's process (a `multiprocessing.Value`)."""
 
     def __init__(self) -> None:
         self.buffer = b""
@@ -80,6 +86,8 @@ class _Server(asyncio.Protocol):
             if len(self.buffer) < end + 4 + length:
                 return
             self.buffer = self.buffer[end + 4 + length :]
+            with _Server.served.get_lock():
+                _Server.served.value += 1
             self.loop.call_later(DELAY, self._respond)
 
     def _respond(self) -> None:
@@ -90,7 +98,9 @@ class _Server(asyncio.Protocol):
             )
 
 
-def _serve(port: int) -> None:
+def _serve(port: int, served: Any) -> None:
+    _Server.served = served
+
     async def main() -> None:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(_Server, "127.0.0.1", port, backlog=1024)
@@ -198,6 +208,8 @@ class Result:
     p99: float
     cpu_ms: float
     errors: int
+    served: int = 0
+    """Requests the server read during the run."""
 
 
 async def _run(send: Send, n: int, concurrency: int) -> tuple[float, list[float], float, int]:
@@ -222,12 +234,13 @@ async def _run(send: Send, n: int, concurrency: int) -> tuple[float, list[float]
     return time.perf_counter() - wall, latencies, time.process_time() - cpu, errors
 
 
-async def bench(base: str, runner: Runner, n: int, levels: list[int]) -> list[Result]:
+async def bench(base: str, runner: Runner, n: int, levels: list[int], served: Any) -> list[Result]:
     send, close = await runner.make(base)
     try:
         await _run(send, min(200, n), 20)  # warm up: connections, imports, caches
         out = []
         for concurrency in levels:
+            before = served.value
             wall, latencies, cpu, errors = await _run(send, n, concurrency)
             latencies.sort()
             out.append(
@@ -239,6 +252,7 @@ async def bench(base: str, runner: Runner, n: int, levels: list[int]) -> list[Re
                     latencies[int(len(latencies) * 0.99) - 1] * 1000,
                     cpu / n * 1000,
                     errors,
+                    served.value - before,
                 )
             )
         return out
@@ -269,7 +283,9 @@ def main() -> None:
     args = parser.parse_args()
 
     port = _free_port()
-    server = multiprocessing.get_context("spawn").Process(target=_serve, args=(port,), daemon=True)
+    spawn = multiprocessing.get_context("spawn")
+    served = spawn.Value("i", 0)
+    server = spawn.Process(target=_serve, args=(port, served), daemon=True)
     server.start()
     base = f"http://127.0.0.1:{port}/v1"
     for _ in range(100):
@@ -286,7 +302,7 @@ def main() -> None:
             if args.only and args.only not in runner.name:
                 continue
             try:
-                results += asyncio.run(bench(base, runner, args.n, args.concurrency))
+                results += asyncio.run(bench(base, runner, args.n, args.concurrency, served))
             except ImportError as exc:
                 skipped.append(f"{runner.name} ({exc.name} not installed)")
             print(f"  done: {runner.name}", file=sys.stderr)
@@ -301,6 +317,13 @@ def main() -> None:
         print(
             f"{r.name:<14} {r.concurrency:>5} {r.rps:>8.0f} {r.p50:>8.1f} {r.p99:>8.1f} {r.cpu_ms:>11.2f} {r.errors:>7}"
         )
+    for concurrency in args.concurrency:
+        sides = [
+            Side(r.name, {"requests served": r.served, "errors": r.errors})
+            for r in results
+            if r.concurrency == concurrency
+        ]
+        same_work(f"{args.n} requests at concurrency {concurrency}", sides)
     for line in skipped:
         print(f"skipped: {line}")
 

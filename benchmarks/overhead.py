@@ -43,11 +43,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's imp, whatever the venv holds
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # this checkout's imp, whatever the venv holds
+
+from _same_work import Calls, Side, same_work
 
 import imp
 
 TARGET_RATIO = 0.20
+SENT = Calls()
+"""Every fake LM's requests, counted: each runner must make exactly one per call."""
 INSTRUCTIONS = (
     "Find the squad that owns the ticket and its on-call engineer. "
     "atlas owns money, harbor the platform, beacon identity, quill the product."
@@ -92,6 +97,10 @@ class Runner:
     sync: Callable[[], object] | None = None
     run_async: Callable[[], Awaitable[object]] | None = None
     results: list[float] = field(default_factory=list)
+    requests: Callable[[], int] = SENT.take
+    """The LM requests made since it was last asked (the fakes count them)."""
+    per_call: float = 0.0
+    """LM requests per timed call (1.0: no retry, no fallback request, nothing skipped)."""
 
 
 # --- imp -------------------------------------------------------------------------------------
@@ -107,6 +116,7 @@ class ZeroLM(imp.LM):
         self._response = imp.LMResponse(text=reply, model="zero", usage=imp.Usage(requests=1))
 
     async def request(self, messages: Sequence[dict[str, Any]], **options: Any) -> imp.LMResponse:
+        SENT.add()
         return self._response
 
 
@@ -135,8 +145,15 @@ def template_runner(case: Case) -> Runner:
 
 def imp_runners(case: Case) -> list[Runner]:
     program = imp.predict(case.imp_signature, lm=ZeroLM(case.reply))
-    scripted = imp.predict(case.imp_signature, lm=imp.ScriptedLM([], exhausted=case.reply))
+    scripted_lm = imp.ScriptedLM([], exhausted=case.reply)
+    scripted = imp.predict(case.imp_signature, lm=scripted_lm)
     inputs = dict(case.inputs)
+    seen = 0
+
+    def scripted_requests() -> int:  # the ScriptedLM records each request it answers
+        nonlocal seen
+        made, seen = len(scripted_lm.requests) - seen, len(scripted_lm.requests)
+        return made
 
     async def run_async() -> imp.Prediction:
         return await imp.call(program, inputs)
@@ -153,7 +170,7 @@ def imp_runners(case: Case) -> list[Runner]:
     runners = [
         Runner("imp  await imp.call", check, run_async=run_async),
         Runner("imp  imp.call_sync", check, sync=run_sync),
-        Runner("imp  await imp.call (ScriptedLM)", check, run_async=run_scripted),
+        Runner("imp  await imp.call (ScriptedLM)", check, run_async=run_scripted, requests=scripted_requests),
         template_runner(case),
     ]
     traced = otel_sink()
@@ -247,9 +264,11 @@ def dspy_runners(case: Case) -> tuple[list[Runner], str]:
             )
 
         def forward(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
+            SENT.add()
             return self._response()
 
         async def aforward(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
+            SENT.add()
             return self._response()
 
     if "team" in case.expected:
@@ -301,6 +320,7 @@ def pydantic_ai_runners(case: Case) -> tuple[list[Runner], str]:
     expected = dict(case.expected)
 
     def answer(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        SENT.add()
         if structured:
             return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, expected)])
         return ModelResponse(parts=[TextPart(expected["answer"])])
@@ -358,11 +378,13 @@ async def _time_async(fn: Callable[[], Awaitable[object]], warmup: int, rounds: 
 
 
 def measure(runner: Runner, warmup: int, rounds: int, per_round: int) -> None:
+    runner.requests()
     if runner.sync is not None:
         runner.results = time_sync(runner.sync, warmup, rounds, per_round)
     else:
         assert runner.run_async is not None
         runner.results = asyncio.run(_time_async(runner.run_async, warmup, rounds, per_round))
+    runner.per_call = runner.requests() / (warmup + rounds * per_round)
 
 
 def verify(runner: Runner, case: Case) -> None:
@@ -387,6 +409,11 @@ def print_table(case: Case, runners: list[Runner], n: int) -> None:
         spread = f"{min(r.results):.1f}-{max(r.results):.1f}"
         ratio = f"{mid / base:.3f}" if base else "n/a"
         print(f"  {r.label:<{width}}  {mid:>9.1f}  {spread:>13}  {ratio:>12}")
+    answer = ", ".join(f"{k}={v}" for k, v in case.expected.items())
+    same_work(
+        case.name,
+        [Side(r.label, {"LM requests per call": f"{r.per_call:g}", "answer": answer}) for r in runners],
+    )
     imp_async = median(next(r for r in runners if r.label == "imp  await imp.call").results)
     if base:
         ratio = imp_async / base

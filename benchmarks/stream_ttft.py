@@ -30,10 +30,15 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
+sys.path.append(str(_HERE))  # benchmarks/_same_work.py, after imp and the standard library
 
 import anyio  # noqa: E402 - after the sys.path fix above
+from _same_work import Calls, Side, same_work  # noqa: E402
 
 import imp  # noqa: E402
+
+SERVED = Calls()
+"""Streamed requests the server read."""
 
 TARGET = 0.002
 PAUSE = 0.03
@@ -55,6 +60,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
+        SERVED.add()  # counted as it arrives: before the client can have read the reply
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle wait on small writes
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
@@ -72,22 +78,26 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-async def measure(base_url: str, rounds: int) -> tuple[list[float], list[float]]:
-    """The time to the first answer token of each round, raw `lm.stream` and `imp.stream`."""
+async def measure(base_url: str, rounds: int) -> tuple[list[float], list[float], list[Side]]:
+    """The time to the first answer token of each round, raw `lm.stream` and `imp.stream`, and what
+    each side did: the streamed requests it made and the first token it saw."""
     lm = imp.lm("openai:fake", base_url=base_url, api_key="sk-bench")
     program = imp.predict("question -> answer", lm=lm)
     messages = list(program.render(question="hi").messages)
     raw: list[float] = []
     through: list[float] = []
+    made = {"raw": 0, "imp": 0}
     try:
         for _ in range(3):  # warm the connection pool and the code paths
             async for _part in imp.stream(program, question="hi"):
                 pass
         for _ in range(rounds):
             started = time.perf_counter()
+            SERVED.take()
             async for event in lm.stream(messages):
                 if event.kind == "text" and "Hello" in event.delta:
                     raw.append(time.perf_counter() - started)
+            made["raw"] += SERVED.take()
             started = time.perf_counter()
             first: float | None = None
             async for part in imp.stream(program, question="hi"):
@@ -96,9 +106,14 @@ async def measure(base_url: str, rounds: int) -> tuple[list[float], list[float]]
                     assert part.delta == "Hello", part
             assert first is not None
             through.append(first)
+            made["imp"] += SERVED.take()
     finally:
         await lm.aclose()
-    return raw, through
+    sides = [
+        Side("lm.stream", {"streamed requests": made["raw"], "rounds with the first token 'Hello'": len(raw)}),
+        Side("imp.stream", {"streamed requests": made["imp"], "rounds with the first token 'Hello'": len(through)}),
+    ]
+    return raw, through, sides
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ok = True
     try:
         for backend in ("asyncio", "trio"):
-            raw, through = anyio.run(measure, base_url, args.rounds, backend=backend)
+            raw, through, sides = anyio.run(measure, base_url, args.rounds, backend=backend)
             difference = statistics.median(through) - statistics.median(raw)
             verdict = "ok" if difference <= TARGET else f"over {TARGET * 1000:.0f} ms"
             ok = ok and difference <= TARGET
@@ -132,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{backend:8} {ms(raw, 0):>8} ms {ms(raw, 0.9):>6} ms {ms(through, 0):>8} ms {ms(through, 0.9):>6} ms"
                 f" {difference * 1000:>8.2f} ms  {verdict}"
             )
+            same_work(f"{args.rounds} rounds on {backend}", sides)
     finally:
         server.shutdown()
     return 0 if ok else 1

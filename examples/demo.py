@@ -27,9 +27,9 @@ from typing import Any, Literal, TextIO
 import anyio
 
 import imp
+from imp.exchanges import Exchange, recent_exchanges
 from imp.models.base import Message
 from imp.models.scripted import Step
-from imp.runtime.trace import Exchange, recent_exchanges
 
 __all__ = ["main"]
 

@@ -56,9 +56,10 @@ if TYPE_CHECKING:
     from imp.evaluation import EvaluationError, EvaluationReport, Score, evaluate, exact_match, parallel
     from imp.observe.otel import instrument_otel
     from imp.observe.trace_html import trace_html
-    from imp.optimize import GEPA, BootstrapFewShot, LabeledFewShot, OptimizationResult
+    from imp.optimize import GEPA, BootstrapFewShot, LabeledFewShot, OptimizationError, OptimizationResult
     from imp.saving import ChecksumError, LoadError, SaveError, load, save
 
+from imp.exchanges import inspect_history
 from imp.models._factory import lm
 from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs import (
@@ -79,13 +80,13 @@ from imp.programs import (
     react,
     react_trajectory,
 )
+from imp.programs.function import FunctionError
 from imp.programs.pending import Pending, PendingCall
 from imp.programs.stream import StreamPart, stream
 from imp.runtime.deadline import deadline
 from imp.runtime.journal import idempotency_key
 from imp.runtime.logging import configure_logging, reset_logging
 from imp.runtime.run import Event, buffered_sink
-from imp.runtime.trace import inspect_history
 from imp.settings import Settings, configure, context, settings
 from imp.signature import Field, InputField, OutputField, Signature, signature
 from imp.tools import Allow, Cancel, Defer, Deny, ExecutionCancelled, Tool, ToolError, tool
@@ -107,6 +108,7 @@ _LAZY = {
     "BootstrapFewShot": "imp.optimize",
     "GEPA": "imp.optimize",
     "LabeledFewShot": "imp.optimize",
+    "OptimizationError": "imp.optimize",
     "OptimizationResult": "imp.optimize",
     "ChecksumError": "imp.saving",
     "LoadError": "imp.saving",
@@ -171,6 +173,7 @@ __all__ = [
     "Field",
     "File",
     "Finish",
+    "FunctionError",
     "FunctionProgram",
     "GEPA",
     "Guidance",
@@ -192,6 +195,7 @@ __all__ = [
     "MediaRefused",
     "MissingInputError",
     "NotFound",
+    "OptimizationError",
     "OptimizationResult",
     "OutputField",
     "ParseLimits",

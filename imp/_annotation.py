@@ -23,13 +23,13 @@ class HistoryType:
     __slots__ = ()
     _the_class: ClassVar[type[HistoryType] | None] = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if HistoryType._the_class is None:
             HistoryType._the_class = cls
 
 
-def is_history(annotation: Any) -> bool:
+def is_history(annotation: object) -> bool:
     """Whether an annotation is the conversation-history type (or a subclass of it)."""
     return isinstance(annotation, type) and issubclass(annotation, HistoryType)
 
@@ -39,7 +39,7 @@ def history_type() -> type[HistoryType] | None:
     return HistoryType._the_class
 
 
-def admits_none(annotation: Any) -> bool:
+def admits_none(annotation: object) -> bool:
     """Whether the annotation lets a value be None (`X | None`, `Optional[X]`, `Literal[..., None]`)."""
     if annotation is NONE:
         return True
@@ -53,7 +53,7 @@ def admits_none(annotation: Any) -> bool:
     return False
 
 
-def base_annotation(annotation: Any) -> Any:
+def base_annotation(annotation: object) -> object:
     """The annotation without `Annotated[...]` and without `None` in an optional union."""
     while typing.get_origin(annotation) is typing.Annotated:
         annotation = typing.get_args(annotation)[0]
@@ -64,7 +64,7 @@ def base_annotation(annotation: Any) -> Any:
     return annotation
 
 
-def is_enum(annotation: Any) -> bool:
+def is_enum(annotation: object) -> bool:
     """Whether the annotation is an Enum class."""
     return isinstance(annotation, type) and issubclass(annotation, enum.Enum)
 

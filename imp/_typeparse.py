@@ -49,7 +49,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class _Parser:
     """Recursive descent over one type expression; positions are offsets into the whole signature."""
 
-    def __init__(self, text: str, source: str, offset: int, names: Mapping[str, Any]) -> None:
+    def __init__(self, text: str, source: str, offset: int, names: Mapping[str, object]) -> None:
         self.names = names
         self.text = text
         self.source = source
@@ -73,7 +73,7 @@ class _Parser:
             raise self.error(f"expected `{char}` in the type, found {found}")
         self.pos += 1
 
-    def parse(self) -> Any:
+    def parse(self) -> object:
         result = self.union()
         if self.peek():
             char = self.text[self.pos]
@@ -81,14 +81,14 @@ class _Parser:
             raise self.error(f"unexpected `{char}` after the type{hint}")
         return result
 
-    def union(self) -> Any:
+    def union(self) -> object:
         members = [self.primary()]
         while self.peek() == "|":
             self.pos += 1
             members.append(self.primary())
         return members[0] if len(members) == 1 else _union(members)
 
-    def primary(self) -> Any:
+    def primary(self) -> object:
         self.skip()
         match = _NAME.match(self.text, self.pos)
         if not match:
@@ -156,7 +156,7 @@ class _Parser:
             self.pos += 1
         raise self.error("`[` is never closed", start)
 
-    def enum_values(self, start: int) -> Any:
+    def enum_values(self, start: int) -> object:
         if self.peek() != "[":
             raise self.error("`enum` lists its values in brackets, e.g. `enum[atlas, harbor]`", start)
         body, begin = self.bracket_body(start)
@@ -165,7 +165,7 @@ class _Parser:
             raise self.error("an enum value is empty", begin)
         return Literal[tuple(dict.fromkeys(values))]
 
-    def literal_values(self, start: int) -> Any:
+    def literal_values(self, start: int) -> object:
         if self.peek() != "[":
             raise self.error("`Literal` lists its values in brackets, e.g. `Literal['a', 'b']`", start)
         body, begin = self.bracket_body(start)
@@ -185,11 +185,13 @@ class _Parser:
         return SignatureError(f"unknown type `{name}`{hint}", text=self.source, position=self.offset + start)
 
 
-def _union(members: list[Any]) -> Any:
+def _union(members: list[object]) -> object:
     return Union[tuple(members)]  # noqa: UP007
 
 
-def parse_type(text: str, *, source: str | None = None, offset: int = 0, names: Mapping[str, Any] | None = None) -> Any:
+def parse_type(
+    text: str, *, source: str | None = None, offset: int = 0, names: Mapping[str, object] | None = None
+) -> object:
     """Parse one type expression into a Python annotation, raising `SignatureError` with its position.
 
     `names` resolves type names of your own (pydantic models, enums) by their class name.
@@ -197,7 +199,7 @@ def parse_type(text: str, *, source: str | None = None, offset: int = 0, names: 
     return _Parser(text, source if source is not None else text, offset, names or {}).parse()
 
 
-def type_to_text(annotation: Any) -> str:
+def type_to_text(annotation: object) -> str:
     """Python's spelling of an annotation, readable by `parse_type` for the types it knows."""
     if annotation is type(None):
         return "None"

@@ -1,35 +1,59 @@
 """The ImpError family: every error imp raises on purpose, in one tree a caller catches by class.
 
     ImpError
-    ├── SignatureError (ValueError) ········ a signature that cannot be built
-    ├── MissingInputError (ValueError) ····· a required input was not given
-    ├── MediaRefused (ValueError) ·········· an image, audio or document the provider cannot take
-    ├── AdapterParseError ·················· a reply that does not fit the output fields
-    ├── DeadlineExceeded (TimeoutError) ···· the current `imp.deadline` passed
-    ├── ReActStepError ····················· the last request of a ReAct turn failed
-    ├── ResumeError (ValueError) ··········· decisions that cannot resume a paused turn (none run)
-    ├── Retry ······························ raised by a validator: "this answer is wrong because ..."
-    ├── ValidationFailed ··················· every attempt a validator allowed was refused
-    ├── ToolError ·························· a tool's failure, in the tool's own words
-    ├── JournalMismatch ···················· a replayed step no longer matches the run's journal
-    ├── JournalError ······················· a journal that cannot be opened or read
-    ├── LMError ···························· a failed LM request: status, provider, (redacted) body
-    │   ├── ConnectionFailed ··············· no response: refused, DNS, timeout, reset   (retryable)
-    │   ├── StreamBroken ··················· a stream cut off after it started           (retryable)
-    │   ├── ProviderUnavailable ············ 5xx, 408, 425, 529 "overloaded"             (retryable)
-    │   ├── RateLimited ···················· 429: a throttle                             (retryable)
-    │   ├── QuotaExceeded ·················· billing or quota refused (402, or a 429 saying so)
-    │   ├── AuthenticationError ············ 401 / 403: the key was refused
-    │   ├── ContentFiltered ················ the provider's filter stopped the completion
-    │   ├── InvalidResponse ················ a 2xx whose body is not a completion
-    │   │   └── ResponseTooLarge ··········· a reply (or one stream event) over `max_response_bytes`
-    │   └── BadRequest ····················· the provider refused the request itself (4xx, 422)
-    │       ├── NotFound ··················· 404: a wrong URL or model name
-    │       ├── ContextWindowExceeded ······ the prompt does not fit the model's context
-    │       └── UnsupportedOption ·········· the server refuses a request option
-    │           └── ToolChoiceUnsupported ·· a named or required `tool_choice` refused
-    └── (defined with their subsystem) SaveError / LoadError / ChecksumError (`imp.saving`),
-        EvaluationError (`imp.evaluation`), ExecutionCancelled and MCPError (`imp.tools`)
+    ├── SignatureError (ValueError) ··········· a signature that cannot be built
+    ├── TemplateError (ValueError) ············ a template that cannot be used or read back
+    ├── FunctionError (TypeError) ············· a function that cannot be a function program
+    ├── MissingInputError (ValueError) ········ a required input was not given
+    ├── InvalidInputError (ValueError) ········ an input value that does not fit its field
+    ├── MediaRefused (ValueError) ············· an image, audio or document the provider cannot take
+    ├── CoercionError (ValueError) ············ a reply's value that does not fit its field (`imp.values`)
+    ├── AdapterParseError ····················· a reply that does not fit the output fields
+    ├── DeadlineExceeded (TimeoutError) ······· the current `imp.deadline` passed
+    ├── ReActStepError ························ the last request of a ReAct turn failed
+    ├── ResumeError (ValueError) ·············· decisions that cannot resume a paused turn (none run)
+    ├── Retry ································· raised by a validator: "this answer is wrong because ..."
+    ├── ValidationFailed ······················ every attempt a validator allowed was refused
+    ├── ToolError ····························· a tool's failure, in the tool's own words
+    ├── JournalMismatch ······················· a replayed step no longer matches the run's journal
+    ├── JournalError ·························· a journal that cannot be opened or read
+    ├── ExecutionCancelled ···················· an authorizer's `Cancel`: the whole call ends
+    ├── LMError ······························· a failed LM request: status, provider, (redacted) body
+    │   ├── ConnectionFailed ·················· no response: refused, DNS, timeout, reset   (retryable)
+    │   ├── StreamBroken ······················ a stream cut off after it started           (retryable)
+    │   ├── ProviderUnavailable ··············· 5xx, 408, 425, 529 "overloaded"             (retryable)
+    │   ├── RateLimited ······················· 429: a throttle                             (retryable)
+    │   ├── QuotaExceeded ····················· billing or quota refused (402, or a 429 saying so)
+    │   ├── AuthenticationError ··············· 401 / 403: the key was refused
+    │   ├── ContentFiltered ··················· the provider's filter stopped the completion
+    │   ├── InvalidResponse ··················· a 2xx whose body is not a completion
+    │   │   └── ResponseTooLarge ·············· a reply (or one stream event) over `max_response_bytes`
+    │   └── BadRequest ························ the provider refused the request itself (4xx, 422)
+    │       ├── NotFound ······················ 404: a wrong URL or model name
+    │       ├── ContextWindowExceeded ········· the prompt does not fit the model's context
+    │       └── UnsupportedOption ············· the server refuses a request option
+    │           └── ToolChoiceUnsupported ····· a named or required `tool_choice` refused
+    ├── SaveError (ValueError) ················ a program that cannot be saved faithfully
+    ├── LoadError (ValueError) ················ a saved file that cannot be loaded
+    │   └── ChecksumError ····················· its contents no longer match its checksum
+    ├── EvaluationError ······················· an evaluation stopped at `max_errors`
+    ├── OptimizationError (RuntimeError) ······ an optimizer stopped at `max_errors`
+    ├── MCPError ······························ an MCP import failed (`imp.mcp`, the `mcp` extra)
+    │   ├── InvalidMCPServer (ValueError) ····· a descriptor that is not a server
+    │   ├── MCPServerNotAuthorized ············ neither trusted nor allowed: nothing was started
+    │   ├── MCPEnvironmentError (RuntimeError)  a header's environment variable is not set
+    │   ├── MCPConnectionError ················ servers that failed to start, initialize or list tools
+    │   └── MCPToolNameError ·················· a tool name imp cannot offer
+    ├── WorkerStartError (RuntimeError) ······· a Ray worker could not load the program (`imp.ray`)
+    ├── WorkerLost ···························· a Ray worker died twice running one batch (`imp.ray`)
+    └── RemoteError ··························· a worker's exception that could not travel back (`imp.ray`)
+
+Each class is importable from `imp`, or from the module named at the end of its line. Errors of
+misuse (a wrong argument's type or value, a method called in the wrong state) are Python's own
+`TypeError` and `ValueError`, as in the standard library, and name the argument and the fix; the
+classes above that also derive from one of them are caught by either name. `CoercionError` stays
+inside the adapters, which raise `AdapterParseError` for it. tests/test_error_tree.py checks this
+drawing against the classes.
 
 An `LMError`'s kind is its class: `except imp.ContextWindowExceeded` or `except imp.RateLimited`.
 The flags of older code (`retryable`, `context_window_exceeded`, `content_filtered`,

@@ -1,15 +1,22 @@
-"""Settings: `configure()` for the process, `context()` for one block, on context variables."""
+"""Settings: `configure()` for the process, `context()` for one block, on context variables.
+
+The settings sit above the adapters and the LM clients they name. What a lower layer needs of them
+is handed down, never read upward: the `cache` setting goes to `imp.models.cache`, the parse limits
+to `imp._json`, when they are set.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from imp._json import ParseLimits, use_limits
+from imp.adapters._names import as_adapter
+from imp.models.cache import configured_cache, configured_cache_here
 
 _DEFAULT_LIMITS = ParseLimits()
 
@@ -17,7 +24,7 @@ if TYPE_CHECKING:
     from imp.adapters.base import Adapter
     from imp.models.base import LM
 
-__all__ = ["Settings", "configure", "context", "process_settings", "read_adapters_with", "settings"]
+__all__ = ["Settings", "configure", "context", "process_settings", "settings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +38,7 @@ class Settings:
 
     lm: LM | None = None
     adapter: Adapter | None = None
-    cache: Any = None
+    cache: object = None
     history_size: int = 200
     warn_on_unknown_inputs: bool = True
     parse_limits: ParseLimits = _DEFAULT_LIMITS
@@ -71,17 +78,6 @@ def _check(kwargs: dict[str, Any], where: str) -> None:
         raise TypeError(f"{where} got unknown setting(s) {unknown}; known: {sorted(_KEYS)}")
 
 
-_adapter_reader: Callable[..., Any] | None = None
-"""How `adapter=` is read (an instance, a class or a dialect's name). `imp.adapters`, a layer above,
-hands its reader over when it is imported, which `import imp` always does."""
-
-
-def read_adapters_with(reader: Callable[..., Any]) -> None:
-    """Let `configure` / `context` read `adapter=` as programs do (called by `imp.adapters`)."""
-    global _adapter_reader
-    _adapter_reader = reader
-
-
 def _read_values(kwargs: dict[str, Any], where: str) -> dict[str, Any]:
     """The settings as given, checked the way a program checks its own `lm=` and `adapter=`."""
     lm = kwargs.get("lm")
@@ -89,9 +85,9 @@ def _read_values(kwargs: dict[str, Any], where: str) -> dict[str, Any]:
         raise TypeError(f"{where}(lm=...) takes an LM client, not a model name: write lm=imp.lm({lm!r})")
     if lm is not None and not callable(getattr(lm, "request", None)):
         raise TypeError(f"{where}(lm=...) takes an LM client such as imp.lm('openai:gpt-4o'), got {type(lm).__name__}")
-    if kwargs.get("adapter") is not None and _adapter_reader is not None:
+    if kwargs.get("adapter") is not None:  # an instance, a class or a dialect's name, read as programs read it
         try:
-            kwargs = {**kwargs, "adapter": _adapter_reader(kwargs["adapter"])}
+            kwargs = {**kwargs, "adapter": as_adapter(kwargs["adapter"])}
         except TypeError as exc:
             raise TypeError(f"{where}: {exc}") from None
     return kwargs
@@ -117,6 +113,7 @@ def configure(**kwargs: Any) -> None:
         raise TypeError(f"imp.configure(parse_limits=...) takes an imp.ParseLimits, got {kwargs['parse_limits']!r}")
     with _lock:
         _process_settings = replace(_process_settings, **kwargs)
+        configured_cache(_process_settings.cache)
         use_limits(_process_settings.parse_limits)
 
 
@@ -133,6 +130,7 @@ def context(**kwargs: Any) -> Iterator[Settings]:
     kwargs = _read_values(kwargs, "imp.context")
     token = _overrides.set(replace(settings(), **kwargs))
     try:
-        yield settings()
+        with configured_cache_here(settings().cache):
+            yield settings()
     finally:
         _overrides.reset(token)

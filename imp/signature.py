@@ -1,28 +1,32 @@
-"""Signatures: the declared inputs and outputs of a task, from a string or a class."""
+"""Signatures: the declared inputs and outputs of a task, from a string or a class.
+
+The fields themselves (`Field`, `InputField`, `OutputField`, `MISSING`) live in `imp._field`,
+below; they are re-exported here, where they have always been imported from.
+"""
 
 from __future__ import annotations
 
-import enum
-import functools
 import inspect
 import re
 import sys
 import types
 import typing
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Literal, TypedDict, Unpack
+from typing import Any
 
 import pydantic
-import pydantic_core
 
-from imp._annotation import admits_none, base_annotation, is_history
+from imp._annotation import is_history
+from imp._field import MISSING, Field, FieldKind, FieldSpec, InputField, OutputField, load_field
 from imp._field_names import RESERVED_INPUT_NAMES, RESERVED_OUTPUT_NAMES, name_problem, reserved_name_problem
+from imp._jsondata import JSONObject
 from imp._typeparse import parse_type, type_to_text
 from imp.errors import SignatureError
 from imp.media import media_in
+
+_CONSTRAINT_KEYS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
 
 __all__ = [
     "MISSING",
@@ -39,227 +43,11 @@ __all__ = [
     "signature",
 ]
 
-FieldKind = Literal["input", "output"]
-_CONSTRAINT_KEYS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
-
-
-class _Missing:
-    """The default of a field that has none."""
-
-    _instance: _Missing | None = None
-
-    def __new__(cls) -> _Missing:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "MISSING"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-MISSING: Any = _Missing()
-
-
-@dataclass(frozen=True, eq=False)
-class Field:
-    """One declared input or output: name, kind, type annotation, description, default, constraints."""
-
-    name: str
-    kind: FieldKind
-    annotation: Any = str
-    desc: str = ""
-    default: Any = MISSING
-    constraints: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "constraints", MappingProxyType(dict(self.constraints)))
-        if "pattern" in self.constraints:
-            _check_pattern(self.name, self.constraints["pattern"])
-
-    @cached_property
-    def optional(self) -> bool:
-        """Whether the field's type admits None."""
-        return admits_none(self.annotation)
-
-    @cached_property
-    def base_annotation(self) -> Any:
-        """The annotation without `Annotated[...]` and without the `None` of an optional."""
-        return base_annotation(self.annotation)
-
-    @cached_property
-    def type_adapter(self) -> pydantic.TypeAdapter[Any]:
-        """The pydantic validator of the annotation with the field's constraints."""
-        try:
-            return _type_adapter(self.annotation, tuple(sorted(self.constraints.items())))
-        except TypeError:  # an unhashable annotation or constraint: this field's own validator
-            return _make_type_adapter(self.annotation, tuple(self.constraints.items()))
-
-    @property
-    def has_default(self) -> bool:
-        """Whether a default was declared."""
-        return self.default is not MISSING
-
-    @property
-    def required(self) -> bool:
-        """Whether a value must be given (no default, and None is not allowed)."""
-        return not self.has_default and not self.optional
-
-    @cached_property
-    def is_plain_text(self) -> bool:
-        """An unconstrained string field."""
-        return self.annotation is str and not self.constraints
-
-    def replace(self, **changes: Any) -> Field:
-        """A copy with some attributes changed."""
-        values = {
-            "name": self.name,
-            "kind": self.kind,
-            "annotation": self.annotation,
-            "desc": self.desc,
-            "default": self.default,
-            "constraints": self.constraints,
-        }
-        values.update(changes)
-        return Field(**values)
-
-    def dump(self) -> dict[str, Any]:
-        """A JSON-friendly copy."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "kind": self.kind,
-            "type": type_to_text(self.annotation),
-            "desc": self.desc,
-            "optional": self.optional,
-            "constraints": dict(self.constraints),
-        }
-        if self.has_default:
-            out["default"] = self.default
-        return out
-
-    def _key(self) -> tuple[Any, ...]:
-        return (
-            self.name,
-            self.kind,
-            type_to_text(self.annotation),
-            self.desc,
-            repr(self.default),
-            dict(self.constraints),
-        )
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Field) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.kind))
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Field:
-        return self  # an immutable value (its constraints are a read-only mapping, which copy cannot copy)
-
-    def __repr__(self) -> str:
-        return f"Field({self.name!r}, {self.kind}, {type_to_text(self.annotation)})"
-
-
-_REBUILT_ORIGINS = (list, dict, tuple, set, frozenset)
-
-
-def _choices_first(annotation: Any) -> Any:
-    """The annotation with each union's Enum members moved to the front, inside containers too.
-
-    pydantic takes a plain string for an Enum only in lax mode, after the members before it: in
-    `bool | Color`, the JSON string `"t"` that names `Color.T` would read as True. Imp writes an
-    Enum as its value, so the value must read back as the member; other members keep their order.
-    """
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if not args:
-        return annotation
-    if origin in (typing.Union, types.UnionType):
-        members = [_choices_first(a) for a in args]
-        enums = [m for m in members if isinstance(m, type) and issubclass(m, enum.Enum)]
-        if not enums:
-            same = all(m is a for m, a in zip(members, args, strict=True))
-            return annotation if same else typing.Union[tuple(members)]  # noqa: UP007
-        return typing.Union[tuple(enums + [m for m in members if m not in enums])]  # noqa: UP007
-    if origin is typing.Annotated:
-        inner = _choices_first(args[0])
-        return annotation if inner is args[0] else typing.Annotated[(inner, *annotation.__metadata__)]
-    if origin in _REBUILT_ORIGINS:
-        rebuilt = tuple(a if a is Ellipsis else _choices_first(a) for a in args)
-        return annotation if all(r is a for r, a in zip(rebuilt, args, strict=True)) else origin[rebuilt]
-    return annotation
-
-
-def _check_pattern(name: str, pattern: Any) -> None:
-    """Refuse a pattern the linear-time (Rust) engine cannot run: one from a saved file must not backtrack."""
-    try:
-        pydantic_core.SchemaValidator(pydantic_core.core_schema.str_schema(pattern=pattern))
-    except (pydantic_core.SchemaError, TypeError) as exc:
-        why = f"{str(exc).strip().splitlines()[-1].strip()}; no look-around or back-references"
-        raise SignatureError(f"field `{name}`: the pattern {pattern!r:.80} cannot be used ({why})") from None
-
-
-def _make_type_adapter(annotation: Any, constraints: tuple[tuple[str, Any], ...]) -> pydantic.TypeAdapter[Any]:
-    annotation = _choices_first(annotation)
-    if constraints:
-        annotation = typing.Annotated[annotation, pydantic.Field(**dict(constraints))]
-    return pydantic.TypeAdapter(annotation)
-
-
-# Building a validator costs tens of microseconds; fields copied by `replace()` (a loop's
-# per-turn signature) share one per annotation and constraints instead of building their own.
-_type_adapter = functools.lru_cache(maxsize=1024)(_make_type_adapter)
-
-
-@dataclass(frozen=True)
-class _FieldSpec:
-    kind: FieldKind
-    desc: str
-    default: Any
-    constraints: dict[str, Any]
-
-
-class FieldOptions(TypedDict, total=False):
-    """What `InputField` and `OutputField` take: a description, a default, and constraints."""
-
-    desc: str
-    default: Any
-    gt: float
-    ge: float
-    lt: float
-    le: float
-    multiple_of: float
-    min_length: int
-    max_length: int
-    pattern: str
-
-
-def _spec(kind: FieldKind, options: FieldOptions) -> Any:
-    values = dict(options)
-    unknown = set(values) - set(FieldOptions.__annotations__)
-    if unknown:
-        raise TypeError(f"unknown field option(s) {sorted(unknown)}; known: {sorted(FieldOptions.__annotations__)}")
-    desc = str(values.pop("desc", ""))
-    default = values.pop("default", MISSING)
-    return _FieldSpec(kind, desc, default, {k: v for k, v in values.items() if v is not None})
-
-
-def InputField(**options: Unpack[FieldOptions]) -> Any:
-    """Declare an input field in a class-form signature (`desc`, `default`, constraints)."""
-    return _spec("input", options)
-
-
-def OutputField(**options: Unpack[FieldOptions]) -> Any:
-    """Declare an output field in a class-form signature (`desc`, `default`, constraints)."""
-    return _spec("output", options)
-
 
 class _SignatureMeta(type):
     """Turns `class X(imp.Signature): ...` into a Signature value rather than a new class."""
 
-    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **kwargs: Any) -> Any:
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **kwargs: object) -> Any:
         if not bases:
             return super().__new__(mcls, name, bases, ns, **kwargs)
         return Signature._from_class(name, ns)
@@ -288,7 +76,7 @@ class Signature(metaclass=_SignatureMeta):
         outputs: Iterable[Field],
         instructions: str | None = None,
         *,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         name: str = "Signature",
     ) -> None:
         ins = {f.name: f.replace(kind="input") if f.kind != "input" else f for f in inputs}
@@ -304,7 +92,7 @@ class Signature(metaclass=_SignatureMeta):
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "derived", {})
 
-    def __setattr__(self, key: str, value: Any) -> None:
+    def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError(f"a Signature is immutable; use with_instructions(), prepend_output() ... ({key})")
 
     def __delattr__(self, key: str) -> None:
@@ -315,7 +103,7 @@ class Signature(metaclass=_SignatureMeta):
         """Inputs then outputs, by name."""
         return MappingProxyType({**self.inputs, **self.outputs})
 
-    def _replace(self, **changes: Any) -> Signature:
+    def _replace(self, **changes: object) -> Signature:
         values: dict[str, Any] = {
             "inputs": self.inputs.values(),
             "outputs": self.outputs.values(),
@@ -330,16 +118,16 @@ class Signature(metaclass=_SignatureMeta):
         """The same fields with other instructions."""
         return self._replace(instructions=instructions)
 
-    def with_metadata(self, **metadata: Any) -> Signature:
+    def with_metadata(self, **metadata: object) -> Signature:
         """The same signature with metadata keys added or replaced."""
         return self._replace(metadata={**self.metadata, **metadata})
 
-    def prepend_output(self, name: str, annotation: Any = str, desc: str = "", **kwargs: Any) -> Signature:
+    def prepend_output(self, name: str, annotation: object = str, desc: str = "", **kwargs: Any) -> Signature:
         """A signature with a new first output (as chain_of_thought adds `reasoning`)."""
         new = Field(name, "output", annotation, desc, **kwargs)
         return self._replace(outputs=[new, *(f for f in self.outputs.values() if f.name != name)])
 
-    def append_output(self, name: str, annotation: Any = str, desc: str = "", **kwargs: Any) -> Signature:
+    def append_output(self, name: str, annotation: object = str, desc: str = "", **kwargs: Any) -> Signature:
         """A signature with a new last output."""
         new = Field(name, "output", annotation, desc, **kwargs)
         return self._replace(outputs=[*(f for f in self.outputs.values() if f.name != name), new])
@@ -372,13 +160,13 @@ class Signature(metaclass=_SignatureMeta):
             definitions[f.name] = (f.annotation, info)
         return pydantic.create_model("Outputs", **definitions)
 
-    def json_schema(self) -> dict[str, Any]:
+    def json_schema(self) -> JSONObject:
         """The JSON schema of the outputs, as one object."""
         schema = self.output_model.model_json_schema()
         schema["additionalProperties"] = False
         return schema
 
-    def dump(self) -> dict[str, Any]:
+    def dump(self) -> JSONObject:
         """A JSON-friendly copy, readable by `Signature.load`."""
         return {
             "name": self.name,
@@ -392,8 +180,8 @@ class Signature(metaclass=_SignatureMeta):
     def load(cls, data: Mapping[str, Any], *, types: Mapping[str, Any] | None = None) -> Signature:
         """Read a signature from `dump()` output; `types` resolves names of your own classes."""
         try:
-            inputs = [_load_field(f, "input", types or {}) for f in data["inputs"]]
-            outputs = [_load_field(f, "output", types or {}) for f in data["outputs"]]
+            inputs = [load_field(f, "input", types or {}) for f in data["inputs"]]
+            outputs = [load_field(f, "output", types or {}) for f in data["outputs"]]
         except KeyError as exc:
             raise SignatureError(f"a signature dump needs {exc.args[0]!r}") from None
         return Signature(
@@ -413,7 +201,7 @@ class Signature(metaclass=_SignatureMeta):
     def __hash__(self) -> int:
         return hash((tuple(self.inputs), tuple(self.outputs), self.instructions))
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Signature:
+    def __deepcopy__(self, memo: dict[int, object]) -> Signature:
         return self  # an immutable value: `copy.deepcopy(program)` shares it
 
     def __repr__(self) -> str:
@@ -437,7 +225,7 @@ class Signature(metaclass=_SignatureMeta):
         except NameError as exc:
             raise SignatureError(f"signature class {name}: cannot resolve annotation ({exc})") from None
         for field_name in hints:
-            if not isinstance(ns.get(field_name), _FieldSpec):
+            if not isinstance(ns.get(field_name), FieldSpec):
                 raise SignatureError(
                     f"signature class {name}: field `{field_name}` needs `= imp.InputField()` or `= imp.OutputField()`"
                 )
@@ -446,7 +234,7 @@ class Signature(metaclass=_SignatureMeta):
         # In the order the class declares them; a field without an annotation is a string field,
         # as in DSPy: nothing declared is dropped.
         for field_name, spec in ns.items():
-            if isinstance(spec, _FieldSpec):
+            if isinstance(spec, FieldSpec):
                 annotation = hints.get(field_name, str)
                 made = Field(field_name, spec.kind, annotation, spec.desc, spec.default, spec.constraints)
                 (inputs if spec.kind == "input" else outputs).append(made)
@@ -481,19 +269,6 @@ def _check_fields(inputs: list[Field], outputs: list[Field]) -> None:
                 f"output `{f.name}` is {type_to_text(f.annotation)}: imp.{media.__name__} is an input type "
                 "(a model replies with text); make it an input, or the output a description of it"
             )
-
-
-def _load_field(data: Mapping[str, Any], kind: FieldKind, known: Mapping[str, Any]) -> Field:
-    type_text = str(data.get("type", "str"))
-    annotation = parse_type(type_text, names=known)
-    return Field(
-        str(data["name"]),
-        kind,
-        annotation,
-        str(data.get("desc", "")),
-        data.get("default", MISSING),
-        data.get("constraints") or {},
-    )
 
 
 # --- the string form ------------------------------------------------------------------------
@@ -545,7 +320,7 @@ def _parse_side(text: str, offset: int, kind: FieldKind, source: str) -> list[Fi
         if name in seen:
             raise SignatureError(f"the field `{name}` is declared twice", text=source, position=name_at)
         seen.add(name)
-        annotation: Any = str
+        annotation: object = str
         desc = ""
         rest = match.group(2)
         if rest is not None:

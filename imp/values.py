@@ -55,7 +55,7 @@ _FALSE = frozenset({"false", "no", "0"})
 class CoercionError(ImpError, ValueError):
     """A value that does not fit its field; adapters turn it into `AdapterParseError`."""
 
-    def __init__(self, field: str, value: Any, reason: str) -> None:
+    def __init__(self, field: str, value: object, reason: str) -> None:
         self.field = field
         self.value = value
         self.reason = reason
@@ -96,7 +96,7 @@ _PLURAL = {
 }
 
 
-def type_name(annotation: Any) -> str:
+def type_name(annotation: object) -> str:
     """The type in plain words, as prompts show it: `string`, `list of strings`, `one of: a, b`."""
     if is_history(annotation):
         return "conversation history"
@@ -122,7 +122,7 @@ def type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation)) + suffix
 
 
-def _admits_none_only(annotation: Any) -> bool:
+def _admits_none_only(annotation: object) -> bool:
     return typing.get_origin(annotation) in (Union, types.UnionType) and _NONE in typing.get_args(annotation)
 
 
@@ -174,12 +174,12 @@ def value_note(field: Field, *, by_alias: bool = True) -> str:
     return "must adhere to the JSON schema: " + json.dumps(hint, ensure_ascii=False)
 
 
-def json_schema_hint(annotation: Any, *, by_alias: bool = True) -> Any:
+def json_schema_hint(annotation: Any, *, by_alias: bool = True) -> object:
     """An annotation's JSON schema as prompts show it: keys sorted, `type` first, at every level."""
     return _type_first(pydantic.TypeAdapter(annotation).json_schema(by_alias=by_alias))
 
 
-def _type_first(node: Any) -> Any:
+def _type_first(node: object) -> object:
     # Models follow a schema better when each level says its type first (DSPy writes it so).
     if isinstance(node, dict):
         return {k: _type_first(v) for k, v in sorted(node.items(), key=lambda kv: (kv[0] != "type", kv[0]))}
@@ -191,7 +191,7 @@ def _type_first(node: Any) -> Any:
 # --- writing values into prompts ------------------------------------------------------------
 
 
-def dump_json(value: Any) -> str:
+def dump_json(value: object) -> str:
     """Complete, compact JSON with `", "` and `": "` separators (never truncated)."""
     return json.dumps(to_jsonable_python(value), ensure_ascii=False)
 
@@ -262,14 +262,14 @@ def render_value(value: Any, field: Field | None = None, *, origin: str | None =
     return str(jsonable)
 
 
-def _blob(item: Any) -> str:
+def _blob(item: object) -> str:
     text = item if isinstance(item, str) else render_value(item)
     if "\n" not in text and "«" not in text and "»" not in text:
         return f"«{text}»"
     return "«««\n    " + text.replace("\n", "\n    ") + "\n»»»"
 
 
-def _numbered(items: list[Any] | tuple[Any, ...]) -> str:
+def _numbered(items: list[object] | tuple[object, ...]) -> str:
     if not items:
         return "N/A"
     if len(items) == 1:
@@ -283,7 +283,7 @@ def _numbered(items: list[Any] | tuple[Any, ...]) -> str:
 Coercer = Callable[[str], Any]
 
 
-def _validate(field: Field, value: Any) -> Any:
+def _validate(field: Field, value: object) -> object:
     try:
         return field.type_adapter.validate_python(value)
     except pydantic.ValidationError as exc:
@@ -293,7 +293,7 @@ def _validate(field: Field, value: Any) -> Any:
         raise CoercionError(field.name, value, f"{reason}{f' at {where}' if where else ''}") from None
 
 
-def _match_choice(field: Field, choices: list[Any], text: str, annotation: Any) -> Any:
+def _match_choice(field: Field, choices: list[object], text: str, annotation: Any) -> object:
     """A Literal's value or an Enum's member for reply text: by value, then (an Enum) by member name."""
     by_text = {str(c): c for c in choices}
     candidate = text.strip()
@@ -322,7 +322,7 @@ def _unquote(text: str) -> str:
     return text
 
 
-def _wants_json_container(annotation: Any) -> bool:
+def _wants_json_container(annotation: object) -> bool:
     origin = typing.get_origin(annotation)
     if origin in (list, dict, tuple, set, frozenset) or annotation in (list, dict):
         return True
@@ -334,12 +334,12 @@ def _wants_json_container(annotation: Any) -> bool:
 _SCALARS = (int, float, bool, _dt.datetime, _dt.date)
 
 
-def _member(field: Field, annotation: Any) -> Field:
+def _member(field: Field, annotation: object) -> Field:
     """A field like this one with one member of its union as the annotation."""
     return Field(field.name, field.kind, annotation, constraints=field.constraints)
 
 
-def _coerce_union(field: Field, text: str, members: list[Any]) -> Any:
+def _coerce_union(field: Field, text: str, members: list[object]) -> object:
     """A union's value from text: JSON read against the whole union, else each member in order.
 
     `str` is one member like the others, so text that is nothing else stays text (never "").
@@ -374,14 +374,14 @@ def _coerce_union(field: Field, text: str, members: list[Any]) -> Any:
     raise CoercionError(field.name, text, f"expected {type_name(field.annotation)} ({'; '.join(reasons)})")
 
 
-def coerce_text(field: Field, text: str) -> Any:
+def coerce_text(field: Field, text: str) -> object:
     """Coerce one field's text from a reply into the field's type (raises `CoercionError`)."""
     annotation = field.base_annotation
     stripped = text.strip()
     if field.optional and stripped in ("null", "None", "") and not (annotation is str and stripped == ""):
         return None
     if annotation is str:
-        value: Any = text
+        value: object = text
     elif typing.get_origin(annotation) in (Union, types.UnionType):
         members = [a for a in typing.get_args(annotation) if a is not _NONE]
         return _coerce_union(field, text, members)
@@ -406,7 +406,7 @@ def coerce_text(field: Field, text: str) -> Any:
     return value
 
 
-def _scalar(field: Field, annotation: Any, stripped: str, text: str) -> Any:
+def _scalar(field: Field, annotation: object, stripped: str, text: str) -> object:
     """An int, float, bool, datetime or date from its text (one layer of quotes already taken off)."""
     if annotation is int:
         if not _INT.fullmatch(stripped):
@@ -435,7 +435,7 @@ def _scalar(field: Field, annotation: Any, stripped: str, text: str) -> Any:
         raise CoercionError(field.name, text, "expected an ISO 8601 date") from None
 
 
-def coerce_value(field: Field, value: Any) -> Any:
+def coerce_value(field: Field, value: object) -> object:
     """Coerce a value given directly (a JSON member, a scripted field) into the field's type."""
     annotation = field.base_annotation
     if value is None:
@@ -462,7 +462,7 @@ def coerce_value(field: Field, value: Any) -> Any:
 # --- checking inputs before a request -------------------------------------------------------
 
 
-def check_input(field: Field, value: Any) -> None:
+def check_input(field: Field, value: object) -> None:
     """Refuse an input value that does not fit its field, before any request (`InvalidInputError`).
 
     The value is checked, not changed: pydantic's lax mode decides what fits (`"5"` for an int,
@@ -498,7 +498,7 @@ def check_input(field: Field, value: Any) -> None:
         ) from None
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     """A value's type for an error message: the value itself may be a secret."""
     return (
         "a " + type(value).__name__ if type(value).__name__[:1].lower() not in "aeiou" else "an " + type(value).__name__

@@ -8,12 +8,29 @@ runs an async body under each of the same `BACKENDS`. See tests/README.md.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from fake_provider import FakeProvider
 from imp_backends import BACKENDS
+
+# The repository's scripts (the import graph and the figures `make measure` counts) for the tests
+# of the house's rules.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    """The fake provider on 127.0.0.1 (tests/fake_provider.py), stopped after the test."""
+    server = FakeProvider().start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(params=BACKENDS)

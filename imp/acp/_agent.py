@@ -13,9 +13,17 @@ import anyio
 from acp import schema
 from anyio.abc import TaskGroup
 
-import imp
+from imp._version import version
 from imp.acp._mcp import MCPApproval, open_servers
+from imp.errors import AdapterParseError, ContentFiltered, ImpError
+from imp.history import History
+from imp.prediction import Prediction
 from imp.programs.base import Program
+from imp.programs.pending import Pending, PendingCall
+from imp.programs.react import ReAct
+from imp.programs.stream import StreamPart, stream
+from imp.records import Step, ToolCall, ToolResult
+from imp.tools import Allow, Deny, ExecutionCancelled, Tool
 from imp.tools.authorization import AuthorizationRequest
 
 __all__ = ["PermissionPolicy", "SessionContext", "SessionStore", "serve"]
@@ -43,7 +51,7 @@ class SessionContext:
     cwd: str
     mcp_servers: tuple[Any, ...] = ()
     """The servers as the editor listed them (ACP's records)."""
-    tools: tuple[imp.Tool, ...] = ()
+    tools: tuple[Tool, ...] = ()
     """The listed servers' tools, connected through `imp.mcp` when `serve` was given `mcp=` approval."""
 
 
@@ -59,7 +67,7 @@ class SessionStore(Protocol):
 class _Session:
     context: SessionContext
     program: Program
-    history: imp.History | None = None
+    history: History | None = None
     always: dict[str, bool] = field(default_factory=dict)
     """Tool name -> allowed (True) or rejected (False) for the rest of the session."""
     scope: anyio.CancelScope | None = None
@@ -123,19 +131,19 @@ class ImpAgent:
                 load_session=self._store is not None,
                 session_capabilities=schema.SessionCapabilities(close=schema.SessionCloseCapabilities()),
             ),
-            agent_info=schema.Implementation(name="imp", version=imp.__version__),
+            agent_info=schema.Implementation(name="imp", version=version()),
         )
 
     async def _open(self, session_id: str, cwd: str, mcp_servers: Any) -> _Session:
         servers = tuple(mcp_servers or ())
         closed = anyio.Event()
         ended: anyio.Event | None = None
-        tools: tuple[imp.Tool, ...] = ()
+        tools: tuple[Tool, ...] = ()
         if servers and self._mcp is not None and self._group is not None:
             ended = anyio.Event()
             try:
                 tools = tuple(await open_servers(self._group, servers, self._mcp, closed, ended))
-            except imp.ImpError as exc:
+            except ImpError as exc:
                 raise acp.RequestError.invalid_params({"detail": f"the session's MCP servers: {exc}"}) from None
         context = SessionContext(session_id, cwd, servers, tools)
         try:
@@ -193,7 +201,7 @@ class ImpAgent:
         if saved is None:
             raise acp.RequestError.invalid_params({"sessionId": session_id, "detail": "no such session"})
         session = await self._open(session_id, cwd, mcp_servers)
-        session.history = imp.History.load(saved)
+        session.history = History.load(saved)
         input_key, output_key = self._keys(session.program)
         for step in session.history:  # the conversation replayed: each turn's prompt and answer
             asked, answered = step.get(input_key), step.get(output_key)
@@ -222,7 +230,7 @@ class ImpAgent:
         signature = session.program.signature
         input_key, output_key = self._keys(session.program)
         inputs: dict[str, Any] = {input_key: text}
-        history_key = signature.history_field or ("history" if isinstance(session.program, imp.ReAct) else None)
+        history_key = signature.history_field or ("history" if isinstance(session.program, ReAct) else None)
         if history_key is not None and session.history is not None:
             inputs[history_key] = session.history
         stop: StopReason = "cancelled"
@@ -231,13 +239,13 @@ class ImpAgent:
             session.scope = scope
             try:
                 stop = await self._turn(session, inputs, output_key, seen)
-            except imp.ContentFiltered:
+            except ContentFiltered:
                 stop = "refusal"
-            except imp.AdapterParseError as exc:
+            except AdapterParseError as exc:
                 if exc.finish_reason != "length":
                     raise
                 stop = "max_tokens"  # the reply was cut at max_tokens before its answer
-            except imp.ExecutionCancelled:
+            except ExecutionCancelled:
                 stop = "cancelled"
             finally:
                 session.scope = None
@@ -249,16 +257,16 @@ class ImpAgent:
     async def _turn(self, session: _Session, inputs: dict[str, Any], output_key: str, seen: _Seen) -> StopReason:
         session_id = session.context.session_id
         tail = ""  # the message text streamed since the last tool result
-        prediction: imp.Prediction | None = None
+        prediction: Prediction | None = None
         authorize = self._authorizer(session)
-        parts = imp.stream(session.program, inputs, authorize=authorize)
+        parts = stream(session.program, inputs, authorize=authorize)
         while True:
             prediction, pending, tail = await self._show(session, parts, output_key, seen, tail)
             if pending is None:
                 break
             # A call that waits for approval: the editor's permission request is the decision.
             decisions: dict[str, object] = {c.id: await self._decide(session, c) for c in pending.calls}
-            parts = imp.stream(session.program, resume=pending, decisions=decisions, authorize=authorize)
+            parts = stream(session.program, resume=pending, decisions=decisions, authorize=authorize)
         assert prediction is not None
         history = prediction.metadata.history
         if history is not None:
@@ -275,12 +283,12 @@ class ImpAgent:
         return _stop_reason(prediction)
 
     async def _show(
-        self, session: _Session, parts: AsyncIterator[imp.StreamPart], output_key: str, seen: _Seen, tail: str
-    ) -> tuple[imp.Prediction | None, imp.Pending | None, str]:
+        self, session: _Session, parts: AsyncIterator[StreamPart], output_key: str, seen: _Seen, tail: str
+    ) -> tuple[Prediction | None, Pending | None, str]:
         """Send one stream's parts to the editor: (the prediction, the pending turn when it paused, the message tail)."""
         session_id = session.context.session_id
-        prediction: imp.Prediction | None = None
-        pending: imp.Pending | None = None
+        prediction: Prediction | None = None
+        pending: Pending | None = None
         async for part in parts:
             if part.kind == "field" and part.field == output_key:
                 tail += part.delta
@@ -293,7 +301,7 @@ class ImpAgent:
                     update = acp.update_tool_call(part.tool_call_id, status="in_progress", raw_input=part.arguments)
                     await self._update(session_id, update)
                     continue
-                seen.calls.append(imp.ToolCall(part.tool_call_id, part.tool_name or "tool", arguments))
+                seen.calls.append(ToolCall(part.tool_call_id, part.tool_name or "tool", arguments))
                 tool = _tool_of(session.program, part.tool_name)
                 await self._update(
                     session_id,
@@ -309,7 +317,7 @@ class ImpAgent:
                 await self._update(session_id, acp.update_tool_call(part.tool_call_id, status="pending"))
             elif part.kind == "tool_result" and part.tool_call_id:
                 tail = ""
-                seen.results[part.tool_call_id] = imp.ToolResult(
+                seen.results[part.tool_call_id] = ToolResult(
                     part.tool_call_id, part.tool_name or "tool", part.output, part.outcome or "unknown", part.error
                 )
                 failed = part.error is not None or part.outcome != "result"
@@ -329,39 +337,39 @@ class ImpAgent:
                 prediction, pending = part.prediction, part.pending
         return prediction, pending, tail
 
-    async def _decide(self, session: _Session, call: imp.PendingCall) -> imp.Allow | imp.Deny:
+    async def _decide(self, session: _Session, call: PendingCall) -> Allow | Deny:
         """A waiting call's decision: the editor's answer to a permission request (an "always" answer
         for its tool is remembered for the session)."""
         remembered = session.always.get(call.tool)
         if remembered is not None:
-            return imp.Allow() if remembered else imp.Deny("the user rejected this tool for the session")
+            return Allow() if remembered else Deny("the user rejected this tool for the session")
         tool = _tool_of(session.program, call.tool)
         description = tool.description[:1000] if tool is not None else ""
         request = AuthorizationRequest(call.id, call.tool, call.arguments, description)
         return await self._ask(session, request)
 
-    def _authorizer(self, session: _Session) -> Callable[[AuthorizationRequest], Awaitable[imp.Allow | imp.Deny]]:
-        async def authorize(request: AuthorizationRequest) -> imp.Allow | imp.Deny:
+    def _authorizer(self, session: _Session) -> Callable[[AuthorizationRequest], Awaitable[Allow | Deny]]:
+        async def authorize(request: AuthorizationRequest) -> Allow | Deny:
             verdict: Verdict
             if self._policy == "allow":
-                return imp.Allow()
+                return Allow()
             if self._policy == "client":
                 verdict = "ask"
             else:
                 answer = self._policy(request)
                 verdict = await answer if inspect.isawaitable(answer) else answer
             if verdict == "allow":
-                return imp.Allow()
+                return Allow()
             if verdict == "deny":
-                return imp.Deny("the agent's policy refused this call")
+                return Deny("the agent's policy refused this call")
             remembered = session.always.get(request.tool_name)
             if remembered is not None:
-                return imp.Allow() if remembered else imp.Deny("the user rejected this tool for the session")
+                return Allow() if remembered else Deny("the user rejected this tool for the session")
             return await self._ask(session, request)
 
         return authorize
 
-    async def _ask(self, session: _Session, request: AuthorizationRequest) -> imp.Allow | imp.Deny:
+    async def _ask(self, session: _Session, request: AuthorizationRequest) -> Allow | Deny:
         tool = _tool_of(session.program, request.tool_name)
         call = schema.ToolCallUpdate(
             tool_call_id=request.tool_call_id,
@@ -377,13 +385,13 @@ class ImpAgent:
         if isinstance(outcome, schema.DeniedOutcome):  # the client cancelled the request: end the turn
             if session.scope is not None:
                 session.scope.cancel()
-            return imp.Deny("the permission request was cancelled")
+            return Deny("the permission request was cancelled")
         chosen = outcome.option_id
         if chosen.endswith("_always"):
             session.always[request.tool_name] = chosen.startswith("allow")
         if chosen.startswith("allow"):
-            return imp.Allow()
-        return imp.Deny("the user rejected this call")
+            return Allow()
+        return Deny("the user rejected this call")
 
     async def _update(self, session_id: str, update: object) -> None:
         await self._conn.session_update(session_id=session_id, update=update)
@@ -395,21 +403,21 @@ class _Seen:
 
     input_key: str
     prompt: str
-    calls: list[imp.ToolCall] = field(default_factory=list)
-    results: dict[str, imp.ToolResult] = field(default_factory=dict)
+    calls: list[ToolCall] = field(default_factory=list)
+    results: dict[str, ToolResult] = field(default_factory=dict)
 
-    def history(self, before: imp.History | None) -> imp.History:
+    def history(self, before: History | None) -> History:
         """The history before the turn plus one step: the prompt and each call, unfinished ones cancelled."""
         results = [
-            self.results.get(c.id) or imp.ToolResult(c.id, c.name, None, "unknown", "cancelled: the turn was cancelled")
+            self.results.get(c.id) or ToolResult(c.id, c.name, None, "unknown", "cancelled: the turn was cancelled")
             for c in self.calls
         ]
-        step = imp.Step(
+        step = Step(
             fields={self.input_key: self.prompt},
             tool_calls=tuple(self.calls),
             results=tuple(results) if self.calls else None,
         )
-        return (before or imp.History()).append(step)
+        return (before or History()).append(step)
 
 
 def _text(value: object) -> str:
@@ -421,19 +429,19 @@ def _text(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _tool_of(program: Program, name: str | None) -> imp.Tool | None:
+def _tool_of(program: Program, name: str | None) -> Tool | None:
     tools = getattr(program, "tools", None) or ()
-    found = {t.name: t for t in tools if isinstance(t, imp.Tool)}
+    found = {t.name: t for t in tools if isinstance(t, Tool)}
     return found.get(name or "")
 
 
-def _kind(tool: imp.Tool | None) -> Any:
+def _kind(tool: Tool | None) -> Any:
     """The ACP tool kind: the tool's `metadata["acp_kind"]` when it names one, else "other"."""
     kind = tool.metadata.get("acp_kind") if tool is not None else None
     return kind if kind in _KINDS else "other"
 
 
-def _stop_reason(prediction: imp.Prediction) -> StopReason:
+def _stop_reason(prediction: Prediction) -> StopReason:
     """The ACP stop reason of a finished turn."""
     cause = prediction.metadata.termination_cause
     if cause == "max_iters":

@@ -7,9 +7,6 @@ from imp.adapters.chat import ChatAdapter
 from imp.adapters.json import JSONAdapter
 from imp.adapters.template import TemplateAdapter, TemplateError, TemplateMessage, Turns, assistant, system, turns, user
 from imp.adapters.xml import XMLAdapter
-from imp.settings import read_adapters_with
-
-read_adapters_with(as_adapter)  # `imp.configure(adapter="json")` reads names as `imp.predict` does
 
 __all__ = [
     "ADAPTER_NAMES",

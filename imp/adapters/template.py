@@ -5,12 +5,23 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from imp.adapters._registry import register_adapter
 from imp.adapters._split import JSONSplitter, Splitter, prefilled, with_plain_text
 from imp.adapters._template_bind import attribute, has_value, line_span, specialize, truth_of_field, uses_value
 from imp.adapters._template_form import SLOT, Form, form_splitter, placeholder, split_slots
+from imp.adapters._template_items import (
+    Role,
+    TemplateItem,
+    TemplateMessage,
+    Turns,
+    as_item,
+    assistant,
+    system,
+    turns,
+    user,
+)
 from imp.adapters._template_text import (
     FIELD_ATTRIBUTES,
     For,
@@ -41,71 +52,7 @@ __all__ = [
     "user",
 ]
 
-Role = Literal["system", "user", "assistant"]
-_ROLES: tuple[Role, ...] = ("system", "user", "assistant")
 _CACHE_SIZE = 256
-
-
-@dataclass(frozen=True, slots=True)
-class TemplateMessage:
-    """One message of a template: its role and its text, with `{name}` values and blocks."""
-
-    role: Role
-    content: str
-
-    def __repr__(self) -> str:
-        return f"imp.{self.role}({self.content!r})"
-
-
-@dataclass(frozen=True, slots=True)
-class Turns:
-    """Where demos and earlier turns go in a template."""
-
-    def __repr__(self) -> str:
-        return "imp.turns()"
-
-
-def system(content: str) -> TemplateMessage:
-    """A system message of a template."""
-    return TemplateMessage("system", content)
-
-
-def user(content: str) -> TemplateMessage:
-    """A user message of a template."""
-    return TemplateMessage("user", content)
-
-
-def assistant(content: str) -> TemplateMessage:
-    """An assistant message of a template; as the last message, a prefill the reply starts with."""
-    return TemplateMessage("assistant", content)
-
-
-def turns() -> Turns:
-    """Marks where demos and history go (without it: right before the last user message)."""
-    return Turns()
-
-
-TemplateItem = TemplateMessage | Turns | Mapping[str, Any]
-
-
-def _item(item: object, index: int) -> TemplateMessage | Turns:
-    if isinstance(item, TemplateMessage | Turns):
-        return item
-    if isinstance(item, Mapping):
-        if (
-            set(item) - {"role", "content"}
-            or item.get("role") not in _ROLES
-            or not isinstance(item.get("content"), str)
-        ):
-            raise TemplateError(
-                f"template message {index}: an OpenAI-style message is {{'role': 'system' | 'user' | 'assistant', "
-                f"'content': '...'}}, got {dict(item)!r}"
-            )
-        return TemplateMessage(item["role"], item["content"])
-    raise TemplateError(
-        f"template message {index} is a {type(item).__name__}; use imp.system(...), imp.user(...), "
-        "imp.assistant(...), imp.turns() or {'role': ..., 'content': ...}"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +86,7 @@ class TemplateAdapter(Adapter):
         given: object = template
         if isinstance(given, str | bytes) or not isinstance(given, Sequence):
             raise TemplateError("a template is a list of messages: [imp.system(...), imp.turns(), imp.user(...)]")
-        items = [_item(x, i) for i, x in enumerate(template)]
+        items = [as_item(x, i) for i, x in enumerate(template)]
         marks = [i for i, x in enumerate(items) if isinstance(x, Turns)]
         if len(marks) > 1:
             raise TemplateError("a template has at most one imp.turns()")

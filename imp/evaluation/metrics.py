@@ -6,7 +6,6 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from imp.prediction import Example, Prediction
 
@@ -32,7 +31,7 @@ class Score:
             raise TypeError(f"Score.feedback is a string, got {type(self.feedback).__name__}")
 
 
-def to_number(value: Any, what: str) -> float:
+def to_number(value: object, what: str) -> float:
     """A finite float from a bool or a real number; anything else is refused."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
@@ -44,7 +43,7 @@ def to_number(value: Any, what: str) -> float:
     raise TypeError(f"{what} must be a bool, a number or an imp.Score, got {type(value).__name__}: {value!r:.80}")
 
 
-def as_score(result: Any) -> Score:
+def as_score(result: object) -> Score:
     """Normalise a metric's answer: True is 1.0, False 0.0, a number itself, a Score as it is."""
     if isinstance(result, Score):
         return result
@@ -53,7 +52,7 @@ def as_score(result: Any) -> Score:
 
 async def run_metric(metric: Metric, example: Example, prediction: Prediction) -> Score:
     """Call a metric (awaiting it if it is async) and normalise its answer."""
-    result: Any = metric(example, prediction)
+    result: object = metric(example, prediction)
     if inspect.isawaitable(result):
         result = await result
     return as_score(result)

@@ -152,7 +152,7 @@ def raise_if_cut_by_deadline(outcomes: Sequence[object]) -> None:
         raise DeadlineExceeded("the deadline passed before the batch finished")
 
 
-def _as_inputs(value: Any, where: str) -> dict[str, Any]:
+def _as_inputs(value: object, where: str) -> dict[str, object]:
     if isinstance(value, Example):
         try:
             return value.inputs()
@@ -163,7 +163,7 @@ def _as_inputs(value: Any, where: str) -> dict[str, Any]:
     raise TypeError(f"{where} must be a mapping of inputs or an imp.Example, got {type(value).__name__}")
 
 
-def _job(program: Program, inputs: dict[str, Any]) -> Callable[[], Awaitable[Prediction]]:
+def _job(program: Program, inputs: dict[str, object]) -> Callable[[], Awaitable[Prediction]]:
     # A partial, not a closure: calling it (in the worker, just before the await) returns the
     # program's `acall` coroutine or `call`'s, no wrapper frame of its own.
     return functools.partial(start_call, program, inputs)
@@ -175,7 +175,7 @@ class _Calls(Sequence[Callable[[], Awaitable[Prediction]]]):
 
     __slots__ = ("_inputs", "_program")
 
-    def __init__(self, program: Program, inputs: list[dict[str, Any]]) -> None:
+    def __init__(self, program: Program, inputs: list[dict[str, object]]) -> None:
         self._program = program
         self._inputs = inputs
 
@@ -194,7 +194,7 @@ class _Calls(Sequence[Callable[[], Awaitable[Prediction]]]):
         return _job(self._program, self._inputs[index])
 
 
-def _pairs(pairs: Iterable[Any]) -> list[Callable[[], Awaitable[Prediction]]]:
+def _pairs(pairs: Iterable[object]) -> list[Callable[[], Awaitable[Prediction]]]:
     jobs: list[Callable[[], Awaitable[Prediction]]] = []
     for i, pair in enumerate(pairs):
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], Program)):

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from imp._jsondata import JSONObject
 from imp._redact import redact, redact_text
 from imp.errors import ImpError
 from imp.models.base import Usage
+from imp.observe.report_html import save_report_html
 from imp.prediction import Example, Prediction
 
 __all__ = ["EvaluationError", "EvaluationReport", "EvaluationRow", "ErrorStage", "jsonable"]
@@ -29,7 +31,7 @@ _CELL = 48
 _TABLE_ROWS = 20
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: object) -> object:
     """A JSON-safe copy of a value: pydantic models dumped, dates as ISO text, unknown objects as repr."""
     if value is None or isinstance(value, bool | int | str):
         return value
@@ -135,7 +137,7 @@ class EvaluationReport:
         """Each row's prediction, or the exception its program raised, in devset order."""
         return [row.outcome for row in self.rows]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-safe, redacted record of the whole report."""
         return {
             "score": self.score,
@@ -168,7 +170,7 @@ class EvaluationReport:
         writer = csv.DictWriter(buffer, fieldnames=columns)
         writer.writeheader()
         for record in records:
-            line: dict[str, Any] = {k: record[k] for k in ("index", "score", "feedback", "error", "error_stage")}
+            line: dict[str, object] = {k: record[k] for k in ("index", "score", "feedback", "error", "error_stage")}
             for prefix, key in groups:
                 for name, value in (record[key] or {}).items():
                     line[f"{prefix}.{name}"] = _cell_text(value)
@@ -181,8 +183,6 @@ class EvaluationReport:
         """Write a self-contained page (redacted): the score, the distribution of scores, errors and
         the lowest scores first, usage and duration totals, each row linked to its run's page (written
         into `<name>.runs/` beside it); returns the path."""
-        from imp.observe.report_html import save_report_html
-
         return save_report_html(self, path)
 
     def summary(self) -> str:
@@ -229,7 +229,7 @@ class EvaluationReport:
         )
 
 
-def _cell_text(value: Any) -> str:
+def _cell_text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
@@ -238,7 +238,7 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _fields_text(fields: Mapping[str, Any], width: int) -> str:
+def _fields_text(fields: Mapping[str, object], width: int) -> str:
     return _clip(", ".join(f"{k}={_cell_text(v)}" for k, v in fields.items()), width)
 
 

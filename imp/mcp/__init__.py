@@ -28,6 +28,7 @@ from imp.mcp._serve import app, serve
 from imp.mcp._servers import (
     InvalidMCPServer,
     MCPConnectionError,
+    MCPEnvironmentError,
     MCPError,
     MCPServerNotAuthorized,
     MCPToolNameError,
@@ -40,6 +41,7 @@ __all__ = [
     "ENV_PASSED",
     "InvalidMCPServer",
     "MCPConnectionError",
+    "MCPEnvironmentError",
     "MCPError",
     "MCPImage",
     "MCPResult",

@@ -89,7 +89,7 @@ class _Server:
         headers, self.secrets = spec.http_headers()
         return http_streams(spec.url, headers, http_timeout=timeout)
 
-    async def _message(self, message: Any) -> None:
+    async def _message(self, message: object) -> None:
         """The session's handler for what the server sends on its own: a changed tool list."""
         if isinstance(unwrap(message), types.ToolListChangedNotification):
             self.changed.set()
@@ -157,7 +157,7 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
     return tools
 
 
-async def _cancel(session: ClientSession, outcome: Mapping[str, Any], reason: str) -> None:
+async def _cancel(session: ClientSession, outcome: Mapping[str, object], reason: str) -> None:
     """Tell the server a call was given up (`notifications/cancelled`), so it can stop the work.
     The 2.x SDK sends it itself when a caller gives up, so imp sends it only under 1.x."""
     request_id = outcome.get("id")
@@ -183,9 +183,9 @@ class _Runner:
 
     def __init__(self, server: _Server, state: _Import, tool: str, name: str, timeout: float | None) -> None:
         self.server, self.state, self.tool, self.name, self.timeout = server, state, tool, name, timeout
-        self.parameters: Mapping[str, Any] = {}
+        self.parameters: Mapping[str, object] = {}
 
-    async def __call__(self, arguments: Mapping[str, Any]) -> MCPResult:
+    async def __call__(self, arguments: Mapping[str, object]) -> MCPResult:
         name, server = self.name, self.server
         problems = check_arguments(self.parameters, arguments)
         if problems:
@@ -203,7 +203,7 @@ class _Runner:
             raise ToolError(
                 f"{name} was not sent: the MCP server `{server.name}` is not running ({why}).", outcome="not_sent"
             )
-        outcome: dict[str, Any] = {}
+        outcome: dict[str, object] = {}
 
         async def call(scope: anyio.CancelScope) -> None:
             # The SDK numbers requests from this counter as it sends (no await in between), and

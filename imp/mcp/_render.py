@@ -67,7 +67,7 @@ class MCPResult(str):
         """The text the model reads, as a plain `str`."""
         return str.__str__(self)
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return (_rebuild, (self.text, self.structured, self.images, self.content, self.parts))
 
 
@@ -89,7 +89,7 @@ def _size(data: str) -> str:
     return f"{count} bytes"
 
 
-def _block_text(block: Mapping[str, Any], images: list[MCPImage]) -> str:
+def _block_text(block: Mapping[str, object], images: list[MCPImage]) -> str:
     """One content block (its wire form) as the model reads it."""
     kind = block.get("type")
     if kind == "text":
@@ -112,7 +112,7 @@ def _block_text(block: Mapping[str, Any], images: list[MCPImage]) -> str:
     return f"[{kind or 'unknown'} content]"
 
 
-def _says(text: str, value: Any) -> bool:
+def _says(text: str, value: object) -> bool:
     if isinstance(value, str) and text.strip() == value.strip():
         return True
     try:
@@ -121,16 +121,16 @@ def _says(text: str, value: Any) -> bool:
         return False
 
 
-def _said(texts: list[str], structured: Mapping[str, Any]) -> bool:
+def _said(texts: list[str], structured: Mapping[str, object]) -> bool:
     """Whether a text block already says the structured content: as JSON, or (for a one-key
     wrapper such as FastMCP's `{"result": value}`) as the value itself."""
-    values: list[Any] = [structured]
+    values: list[object] = [structured]
     if len(structured) == 1:
         values.append(next(iter(structured.values())))
     return any(_says(text, value) for text in texts for value in values)
 
 
-def _block_media(block: Mapping[str, Any]) -> Media | None:
+def _block_media(block: Mapping[str, object]) -> Media | None:
     """An image, audio or blob block's bytes (its wire form) as a media value, or None when they
     cannot be read as one (the placeholder text stands for it)."""
     kind = block.get("type")
@@ -148,11 +148,12 @@ def _block_media(block: Mapping[str, Any]) -> Media | None:
         return None
 
 
-def render_result(result: Mapping[str, Any]) -> MCPResult:
+def render_result(result: Mapping[str, object]) -> MCPResult:
     """The result (its wire form) as the model reads it: each block's text on its own line, then
     the structured content as JSON unless a text block already says the same (`_said`)."""
     images: list[MCPImage] = []
-    blocks = [block for block in result.get("content") or () if isinstance(block, Mapping)]
+    content = result.get("content")
+    blocks = [block for block in content if isinstance(block, Mapping)] if isinstance(content, list | tuple) else []
     parts = [_block_text(block, images) for block in blocks]
     texts = [str(block.get("text", "")) for block in blocks if block.get("type") == "text"]
     structured = result.get("structuredContent")

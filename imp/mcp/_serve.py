@@ -17,7 +17,8 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-import imp
+from imp._jsondata import JSONObject
+from imp._version import version
 from imp.mcp._sdk import V2
 from imp.mcp._served import Progress, ServedProgram, served_programs
 from imp.programs.base import Program
@@ -35,10 +36,10 @@ class _Tools:
     def __init__(self, programs: Programs, name: str) -> None:
         self.served = {p.name: p for p in served_programs(programs, name)}
 
-    def listed(self) -> list[dict[str, Any]]:
+    def listed(self) -> list[JSONObject]:
         return [p.tool() for p in self.served.values()]
 
-    async def call(self, name: str, arguments: Mapping[str, Any] | None, progress: Progress | None) -> dict[str, Any]:
+    async def call(self, name: str, arguments: Mapping[str, object] | None, progress: Progress | None) -> JSONObject:
         served: ServedProgram | None = self.served.get(name)
         if served is None:
             known = ", ".join(self.served)
@@ -61,7 +62,7 @@ def _progress(session: Any, token: str | int | None, request_id: Any) -> Progres
 
 
 def _server_v1(tools: _Tools, name: str) -> Any:
-    server: Any = Server(name, version=imp.__version__)
+    server: Any = Server(name, version=version())
 
     @server.list_tools()  # type: ignore[misc, no-untyped-call, untyped-decorator, unused-ignore]
     async def list_tools() -> list[Any]:
@@ -87,7 +88,7 @@ def _server_v2(tools: _Tools, name: str) -> Any:
         progress = _progress(context.session, meta.get("progress_token"), context.request_id)
         return types.CallToolResult.model_validate(await tools.call(params.name, params.arguments, progress))
 
-    return Server(name, version=imp.__version__, on_list_tools=list_tools, on_call_tool=call_tool)  # type: ignore[call-arg, unused-ignore]
+    return Server(name, version=version(), on_list_tools=list_tools, on_call_tool=call_tool)  # type: ignore[call-arg, unused-ignore]
 
 
 def _server(programs: Programs, name: str) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 import pydantic
 from pydantic_core import to_jsonable_python
 
+from imp._jsondata import JSONObject
 from imp._redact import redact_text
 from imp.programs.base import Program
 from imp.programs.stream import StreamPart, stream
@@ -30,9 +31,9 @@ _SHOWN = 200
 """How much of a tool call's arguments or an error a progress message shows."""
 
 
-def _input_schema(signature: Signature) -> dict[str, Any]:
+def _input_schema(signature: Signature) -> JSONObject:
     """The inputs' JSON schema (the history input left out: a caller over MCP has none to give)."""
-    definitions: dict[str, Any] = {}
+    definitions: dict[str, Any] = {}  # (annotation, FieldInfo) pairs, as create_model takes them
     for f in signature.inputs.values():
         if f.name == signature.history_field:
             continue
@@ -47,8 +48,8 @@ def _input_schema(signature: Signature) -> dict[str, Any]:
     return model_schema(model)
 
 
-def _output_schema(signature: Signature) -> dict[str, Any]:
-    schema: dict[str, Any] = model_schema(signature.output_model)
+def _output_schema(signature: Signature) -> JSONObject:
+    schema: JSONObject = model_schema(signature.output_model)
     schema["additionalProperties"] = False
     return schema
 
@@ -60,8 +61,8 @@ class ServedProgram:
     name: str
     program: Program
     description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any]
+    input_schema: JSONObject
+    output_schema: JSONObject
 
     @classmethod
     def of(cls, name: str, program: Program) -> ServedProgram:
@@ -84,7 +85,7 @@ class ServedProgram:
         )
         return cls(name, program, description, inputs, outputs)
 
-    def tool(self) -> dict[str, Any]:
+    def tool(self) -> JSONObject:
         """The tool as `tools/list` publishes it."""
         return {
             "name": self.name,
@@ -93,7 +94,7 @@ class ServedProgram:
             "outputSchema": self.output_schema,
         }
 
-    async def call(self, arguments: Mapping[str, Any] | None, progress: Progress | None) -> dict[str, Any]:
+    async def call(self, arguments: Mapping[str, object] | None, progress: Progress | None) -> JSONObject:
         """Run the program on the arguments through `imp.stream`; the `CallToolResult` (wire form).
 
         Bad arguments, a failed run and a run that ended without its answer are error results
@@ -126,16 +127,16 @@ class ServedProgram:
         return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
 
 
-def _listed(fields: Mapping[str, Any]) -> str:
+def _listed(fields: Mapping[str, object]) -> str:
     names = [f"`{name}`" for name in fields]
     return ", ".join(names) if names else "nothing"
 
 
-def _error(text: str) -> dict[str, Any]:
+def _error(text: str) -> JSONObject:
     return {"content": [{"type": "text", "text": redact_text(text)}], "isError": True}
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 

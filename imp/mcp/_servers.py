@@ -20,6 +20,7 @@ from imp.tools.authorization import DEFAULT_AUTHORIZE_TIMEOUT, Allow, Deny
 __all__ = [
     "InvalidMCPServer",
     "MCPConnectionError",
+    "MCPEnvironmentError",
     "MCPError",
     "MCPServerNotAuthorized",
     "MCPToolNameError",
@@ -70,6 +71,14 @@ class Unavailable:
     server: str
     index: int
     reason: str
+
+
+class MCPEnvironmentError(MCPError, RuntimeError):
+    """A header's environment variable is not set: the server is not dialled (`variable` names it)."""
+
+    def __init__(self, message: str, *, variable: str) -> None:
+        self.variable = variable
+        super().__init__(message)
 
 
 class MCPConnectionError(MCPError):
@@ -124,17 +133,14 @@ class ServerSpec:
             value = os.environ.get(variable)
             if not value:
                 raise MCPEnvironmentError(
-                    f"the environment variable {variable} (for the {header} header of `{self.name}`) is not set"
+                    f"the environment variable {variable} (for the {header} header of `{self.name}`) is not set",
+                    variable=variable,
                 )
             if header == "Authorization" and variable == self.bearer_token_env:
                 value = f"Bearer {value}"
             headers[header] = value
             secrets.append(value)
         return headers, tuple(secrets)
-
-
-class MCPEnvironmentError(RuntimeError):
-    """A header's environment variable is not set (the server is not dialled)."""
 
 
 def _strings(index: int, value: object, what: str) -> dict[str, str]:
@@ -213,7 +219,7 @@ def parse_servers(servers: Sequence[Mapping[str, Any]]) -> list[ServerSpec]:
     return specs
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -221,7 +227,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _frozen(value: Any) -> Any:
+def _frozen(value: object) -> Any:
     if isinstance(value, Mapping):
         return MappingProxyType({k: _frozen(v) for k, v in value.items()})
     if isinstance(value, list | tuple):

@@ -31,7 +31,6 @@ from imp._redact import is_secret_key
 from imp.models._log import log_cache_failure
 from imp.models.base import LMResponse, Usage
 from imp.records import ToolCall
-from imp.settings import settings
 
 __all__ = [
     "CacheStats",
@@ -39,6 +38,8 @@ __all__ = [
     "ResponseCache",
     "SQLiteCache",
     "cache_key",
+    "configured_cache",
+    "configured_cache_here",
     "load_response",
     "dump_response",
     "resolve_cache",
@@ -269,6 +270,26 @@ CacheSetting = ResponseCache | bool | str | Path | None
 _default: ContextVar[ResponseCache | None] = ContextVar("imp_lm_cache", default=None)
 _shared_memory: MemoryCache | None = None
 _sqlite_by_path: dict[Path, SQLiteCache] = {}
+# The `cache` setting, handed down by `imp.configure` / `imp.context` (imp.settings, a layer above,
+# which this module never imports): the process's, and a block's own (a 1-tuple: None is a value).
+_configured: Any = None
+_configured_in_block: ContextVar[tuple[Any] | None] = ContextVar("imp_configured_cache", default=None)
+
+
+def configured_cache(cache: Any) -> None:
+    """Set the process's `cache` setting (what `imp.configure(cache=...)` calls), resolved when used."""
+    global _configured
+    _configured = cache
+
+
+@contextmanager
+def configured_cache_here(cache: Any) -> Iterator[None]:
+    """The `cache` setting inside the block only (what `imp.context(...)` enters)."""
+    token = _configured_in_block.set((cache,))
+    try:
+        yield
+    finally:
+        _configured_in_block.reset(token)
 
 
 @contextmanager
@@ -295,7 +316,8 @@ def resolve_cache(cache: CacheSetting, *, use_default: bool = True) -> ResponseC
         found = _default.get()
         if found is not None:
             return found
-        configured = settings().cache
+        in_block = _configured_in_block.get()
+        configured = _configured if in_block is None else in_block[0]
         return None if configured is None else resolve_cache(configured, use_default=False)
     if cache is False:
         return None

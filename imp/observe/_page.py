@@ -11,7 +11,6 @@ import base64
 import hashlib
 import html
 import json
-from typing import Any
 
 from imp._redact import redact, redact_text
 
@@ -106,19 +105,19 @@ CSP = (
 """The page's policy: its own script by hash, no other script, nothing fetched, no form posted."""
 
 
-def number(value: Any, default: float = 0.0) -> float:
+def number(value: object, default: float = 0.0) -> float:
     """A number from a recorded value (a hostile file may put text where a number belongs)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return default
 
 
-def esc(value: Any) -> str:
+def esc(value: object) -> str:
     """Text for HTML, redacted and escaped."""
     return html.escape(redact_text(value if isinstance(value, str) else str(value)))
 
 
-def pretty(value: Any) -> str:
+def pretty(value: object) -> str:
     """A value as redacted, escaped, indented JSON (strings as they are) inside <pre>."""
     text = value if isinstance(value, str) else json.dumps(redact(value), indent=2, ensure_ascii=False, default=str)
     return f"<pre>{esc(text)}</pre>"

@@ -22,6 +22,8 @@ except ImportError:  # pragma: no cover - exercised by installing without the ex
     raise ImportError("imp's OpenTelemetry spans need the opentelemetry-api package: pip install 'imp[otel]'") from None
 
 from imp._redact import redact, redact_text
+from imp._version import version
+from imp.exchanges import recent_exchanges
 from imp.records import plain
 from imp.runtime.events import (
     ModelError,
@@ -37,7 +39,6 @@ from imp.runtime.events import (
     ToolReturned,
 )
 from imp.runtime.run import Event, Run, add_process_sink, current_run, remove_process_sink
-from imp.runtime.trace import recent_exchanges
 from imp.tools.events import current_tool_call_id
 
 __all__ = ["OtelSink", "instrument_otel", "uninstrument_otel"]
@@ -99,12 +100,10 @@ class OtelSink:
     """
 
     def __init__(self, tracer_provider: TracerProvider | None = None, *, include_content: bool = False) -> None:
-        from imp import __version__
-
         if not isinstance(include_content, bool):
             raise TypeError(f"include_content is True or False, got {include_content!r}")
         self.include_content = include_content
-        self._tracer = trace.get_tracer("imp", __version__, tracer_provider=tracer_provider)
+        self._tracer = trace.get_tracer("imp", version(), tracer_provider=tracer_provider)
         self._calls: dict[str, _Call] = {}
 
     def __call__(self, event: Event) -> None:

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imp.exchanges import recent_exchanges
 from imp.records import plain
 from imp.runtime.events import ModelContent, ModelError, ModelResponse, Payload
 from imp.runtime.run import Event
-from imp.runtime.trace import recent_exchanges
 
 __all__ = ["Recorder"]
 

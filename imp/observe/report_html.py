@@ -1,26 +1,63 @@
-"""An evaluation report as one self-contained HTML page, each row linked to its run's own page."""
+"""An evaluation report as one self-contained HTML page, each row linked to its run's own page.
+
+The page is drawn from what a report holds (`Report`, `Row`: `imp.EvaluationReport` and its rows
+have that shape), so this room needs nothing of `imp.evaluation`, which sits above it and calls it.
+"""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
+from imp._jsondata import JSONObject
+from imp.models.base import Usage
 from imp.observe._page import esc, page
 from imp.observe.trace_html import render_trace
+from imp.prediction import Prediction
 
-if TYPE_CHECKING:
-    from imp.evaluation.report import EvaluationReport, EvaluationRow
-
-__all__ = ["render_report", "save_report_html"]
+__all__ = ["Report", "Row", "render_report", "save_report_html"]
 
 _BINS = 10
 _CELL = 160
 
 
-def save_report_html(report: EvaluationReport, path: str | Path) -> Path:
+class Row(Protocol):
+    """What the page reads of one evaluated example (an `imp.EvaluationRow`)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def prediction(self) -> Prediction | None: ...
+    @property
+    def error(self) -> Exception | None: ...
+    def to_dict(self) -> JSONObject: ...
+
+
+class Report(Protocol):
+    """What the page reads of an evaluation (an `imp.EvaluationReport`)."""
+
+    @property
+    def rows(self) -> Sequence[Row]: ...
+    @property
+    def errors(self) -> Sequence[Row]: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def usage_by_model(self) -> Mapping[str, Usage]: ...
+    @property
+    def elapsed(self) -> float: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def percent(self) -> float: ...
+
+
+def save_report_html(report: Report, path: str | Path) -> Path:
     """Write the report's page, and each row's run page into `<name>.runs/` beside it; returns the path."""
     target = Path(path)
     runs = target.with_name(target.stem + ".runs")
@@ -36,7 +73,7 @@ def save_report_html(report: EvaluationReport, path: str | Path) -> Path:
     return target
 
 
-def _ordered(rows: Sequence[EvaluationRow]) -> list[EvaluationRow]:
+def _ordered(rows: Sequence[Row]) -> list[Row]:
     """Errors first, then the lowest scores, each in devset order."""
     return sorted(rows, key=lambda r: (r.error is None, r.score, r.index))
 
@@ -52,7 +89,7 @@ def _histogram(scores: list[float]) -> tuple[list[int], float, float]:
     return counts, low, high
 
 
-def _chart(report: EvaluationReport) -> str:
+def _chart(report: Report) -> str:
     counts, low, high = _histogram([row.score for row in report.rows])
     top = max(counts) or 1
     step = (high - low) / _BINS
@@ -65,13 +102,13 @@ def _chart(report: EvaluationReport) -> str:
     return f"<h2>Distribution of scores</h2><div class='chart' id='distribution'>{cols}</div>"
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
     return esc(text if len(text) <= _CELL else text[: _CELL - 1] + "…")
 
 
-def render_report(report: EvaluationReport, links: dict[int, str] | None = None) -> str:
+def render_report(report: Report, links: dict[int, str] | None = None) -> str:
     """The report's page as text; `links` maps a row's index to its run page's relative address."""
     links = links or {}
     usage = report.usage

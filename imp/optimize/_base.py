@@ -6,8 +6,8 @@ import abc
 import copy
 import functools
 from collections.abc import Iterable
-from typing import Any
 
+from imp.errors import ImpError
 from imp.evaluation.evaluate import check_devset
 from imp.optimize._result import OptimizationResult
 from imp.prediction import Example
@@ -15,10 +15,18 @@ from imp.programs._parameters import Optimized, set_optimized
 from imp.programs.base import Program
 from imp.runtime.sync import run_sync
 
-__all__ = ["Optimizer", "check_positive", "mark"]
+__all__ = ["OptimizationError", "Optimizer", "check_positive", "mark"]
 
 
-def check_positive(value: Any, name: str, *, allow_none: bool = False, allow_zero: bool = False) -> None:
+class OptimizationError(ImpError, RuntimeError):
+    """An optimizer stopped before it finished: its runs failed `max_errors` times (`__cause__` is the last)."""
+
+    def __init__(self, message: str, *, max_errors: int) -> None:
+        self.max_errors = max_errors
+        super().__init__(message)
+
+
+def check_positive(value: object, name: str, *, allow_none: bool = False, allow_zero: bool = False) -> None:
     """Refuse a count that is not a whole number above zero (or zero, or None, where allowed)."""
     if value is None and allow_none:
         return
@@ -69,7 +77,7 @@ class Optimizer(abc.ABC):
         return checked
 
     @staticmethod
-    def check_program(program: Any) -> Program:
+    def check_program(program: object) -> Program:
         """Refuse what is not an imp program."""
         if not isinstance(program, Program):
             raise TypeError(f"an optimizer compiles an imp program, got {type(program).__name__}")

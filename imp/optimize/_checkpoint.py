@@ -7,13 +7,74 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
+from imp.optimize._result import Origin
 from imp.records import Usage
 
-__all__ = ["STATE_FILE", "Checkpoint", "read_checkpoint", "write_checkpoint"]
+__all__ = [
+    "STATE_FILE",
+    "Checkpoint",
+    "SavedCandidate",
+    "SavedCounters",
+    "SavedMerges",
+    "SavedSampler",
+    "SavedUsage",
+    "read_checkpoint",
+    "write_checkpoint",
+]
 
 STATE_FILE = "gepa_state.json"
+
+
+class SavedCandidate(TypedDict):
+    """One candidate as the checkpoint keeps it: its texts, parents, valset scores, when and how it was found."""
+
+    components: dict[str, str]
+    parents: list[int]
+    val_scores: list[float]
+    metric_calls: int
+    origin: Origin
+
+
+class SavedUsage(TypedDict):
+    """The reflection LM's usage so far, as `Usage.dump()` writes it."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    cache_write_tokens: int
+    cost: float | None
+    requests: int
+
+
+class SavedSampler(TypedDict):
+    """The minibatch sampler: the shuffled order of the trainset and how many epochs it has dealt."""
+
+    order: list[int]
+    epoch: int
+
+
+class SavedMerges(TypedDict):
+    """The merge bookkeeping: merges due and tested, whether a new program came since, what was tried."""
+
+    due: int
+    tested: int
+    found_new: bool
+    triplets: list[tuple[int, int, int]]
+    descriptions: list[tuple[int, int, tuple[int, ...]]]
+
+
+class SavedCounters(TypedDict, total=False):
+    """The finished iterations and the folded reflections' counts (to plan under a ceiling after a resume)."""
+
+    iterations: int
+    reflections: int
+    reflection_tokens: int
+    reflection_cost: float
+    largest_tokens: int
+    largest_cost: float
 
 
 @dataclass
@@ -23,18 +84,18 @@ class Checkpoint:
     seed: int
     sizes: tuple[int, int]
     iteration: int
-    candidates: list[dict[str, Any]]
+    candidates: list[SavedCandidate]
     best_index: int
     metric_calls: int
-    reflection_usage: dict[str, Any]
-    rng_state: Any
-    sampler: dict[str, Any]
-    merges: dict[str, Any]
+    reflection_usage: SavedUsage
+    rng_state: tuple[int, tuple[int, ...] | list[int], float | None]
+    """`random.Random.getstate()` (its tuple a list once read back from JSON)."""
+    sampler: SavedSampler
+    merges: SavedMerges
     next_predictor: dict[int, int]
     stale: int
     log: list[str] = field(default_factory=list)
-    counters: dict[str, Any] = field(default_factory=dict)
-    """The finished iterations and the folded reflections' counts (to plan under a ceiling after a resume)."""
+    counters: SavedCounters = field(default_factory=lambda: SavedCounters())
 
     def random(self) -> random.Random:
         """The run's random generator, in the state it was saved in."""

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from imp.evaluation.metrics import Metric
-from imp.optimize._base import Optimizer, check_positive, mark
+from imp.optimize._base import OptimizationError, Optimizer, check_positive, mark
 from imp.optimize._result import Candidate, OptimizationResult
 from imp.optimize._scoring import Row, Runner
 from imp.prediction import Example
@@ -117,7 +117,7 @@ class BootstrapFewShot(Optimizer):
         for round_ in range(self.max_rounds):
             if not waiting or len(kept) >= self.max_bootstrapped_demos:
                 break
-            overrides: dict[str, Any] = {}
+            overrides: dict[str, object] = {}
             if round_ > 0:  # a fresh sample: another temperature, and a rollout id the cache has not seen
                 overrides["config"] = {"temperature": 1.0, "rollout_id": round_}
             rows = await runner.run(teacher, [examples[i] for i in waiting], traced=True, **overrides)
@@ -126,9 +126,10 @@ class BootstrapFewShot(Optimizer):
                 if row.error is not None:
                     errors += 1
                     if self.max_errors is not None and errors >= self.max_errors:
-                        raise RuntimeError(
+                        raise OptimizationError(
                             f"BootstrapFewShot stopped: max_errors={self.max_errors} reached; last error: "
-                            f"{type(row.error).__name__}: {row.error}"
+                            f"{type(row.error).__name__}: {row.error}",
+                            max_errors=self.max_errors,
                         ) from row.error
                 if self.passes(row):
                     per_predictor: dict[str, list[dict[str, Any]]] = {}

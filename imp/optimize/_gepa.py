@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import math
-import os
 import random
-import sys
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Unpack
 
 import anyio
 
+from imp._jsondata import JSONObject
 from imp.errors import DeadlineExceeded
 from imp.evaluation.metrics import Metric
 from imp.models.base import LM
-from imp.optimize._base import Optimizer, check_positive, mark
+from imp.optimize._base import Optimizer, mark
 from imp.optimize._checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from imp.optimize._gepa_options import AUTO_CANDIDATES, AutoBudget, GEPAOptions, checked_options
 from imp.optimize._merge import dominators, merge_subsample, propose_merge
 from imp.optimize._pareto import Front, select_parent
 from imp.optimize._result import Candidate, OptimizationResult, StopReason
@@ -27,106 +27,57 @@ from imp.prediction import Example
 from imp.programs.base import Program
 from imp.runtime.deadline import time_left
 from imp.runtime.journal import Journal
+from imp.runtime.logging import get_logger, logs_enabled
 from imp.settings import settings
 
-__all__ = ["GEPA", "AutoBudget"]
+__all__ = ["GEPA", "AutoBudget", "GEPAOptions"]
 
-AutoBudget = Literal["light", "medium", "heavy"]
 _TOOL = "tool:"
-_AUTO_CANDIDATES: dict[str, int] = {"light": 6, "medium": 12, "heavy": 18}
 
 
 class GEPA(Optimizer):
     """Reflective prompt evolution (arXiv 2507.19457): a reflection LM rewrites one predictor's instruction
     at a time from the runs' feedback; children that beat their parent on a minibatch join the Pareto front.
 
-    A metric without feedback (`imp.Score(value, feedback=...)`) optimizes poorly: the reflection LM
-    then sees only the score.
+    `imp.GEPA(metric, reflection_lm=lm, auto="light")`, then `await optimizer.compile(program,
+    trainset=..., valset=...)`.
+
+    Args:
+        metric: `metric(example, prediction)`, sync or async, returning a bool, a number or
+            `imp.Score(value, feedback=...)`. A metric without feedback optimizes poorly: the
+            reflection LM then sees only the score.
+        reflection_lm: the LM that reads a parent's runs and proposes a new instruction.
+        **options: the budget (exactly one of `auto`, `max_metric_calls`, `max_full_evals`) and the
+            rest of `GEPAOptions`, each documented there with its default. A name GEPA does not
+            know is refused, with the closest one (and DSPy's names with imp's).
+
+    Raises:
+        TypeError: a metric or LM that cannot be called, an unknown option, a wrong option type.
+        ValueError: no budget or more than one, a number out of its range.
     """
 
-    def __init__(
-        self,
-        metric: Metric,
-        *,
-        reflection_lm: LM,
-        auto: AutoBudget | None = None,
-        max_metric_calls: int | None = None,
-        max_full_evals: int | None = None,
-        reflection_minibatch_size: int = 3,
-        max_reflection_tokens: int | None = None,
-        max_reflection_cost: float | None = None,
-        timeout: float | None = None,
-        no_improvement_iterations: int | None = None,
-        skip_perfect_score: bool = True,
-        perfect_score: float = 1.0,
-        optimize_tool_descriptions: bool = False,
-        use_merge: bool = True,
-        progress: bool = True,
-        log_dir: str | os.PathLike[str] | None = None,
-        max_merge_invocations: int = 5,
-        concurrency: int = 16,
-        proposals_at_once: int | None = None,
-        failure_score: float = 0.0,
-        seed: int = 0,
-    ) -> None:
+    def __init__(self, metric: Metric, *, reflection_lm: LM, **options: Unpack[GEPAOptions]) -> None:
         if not callable(metric):
             raise TypeError(f"metric is a function metric(example, prediction), got {type(metric).__name__}")
         if not callable(getattr(reflection_lm, "request", None)):
             raise TypeError(f"reflection_lm is an LM client such as imp.lm('openai:gpt-5'), got {reflection_lm!r}")
-        given = [
-            n
-            for n, v in (("auto", auto), ("max_metric_calls", max_metric_calls), ("max_full_evals", max_full_evals))
-            if v is not None
-        ]
-        if len(given) != 1:
-            raise ValueError(
-                "GEPA needs exactly one budget: auto='light'|'medium'|'heavy', max_metric_calls=N or "
-                f"max_full_evals=N; got {given or 'none'}"
-            )
-        if auto is not None and auto not in _AUTO_CANDIDATES:
-            raise ValueError(f"auto is 'light', 'medium' or 'heavy', got {auto!r}")
-        check_positive(max_metric_calls, "max_metric_calls", allow_none=True)
-        check_positive(max_full_evals, "max_full_evals", allow_none=True)
-        check_positive(reflection_minibatch_size, "reflection_minibatch_size")
-        check_positive(max_reflection_tokens, "max_reflection_tokens", allow_none=True)
-        check_positive(no_improvement_iterations, "no_improvement_iterations", allow_none=True)
-        check_positive(concurrency, "concurrency")
-        check_positive(proposals_at_once, "proposals_at_once", allow_none=True)
-        check_positive(max_merge_invocations, "max_merge_invocations", allow_zero=True)
-        if not isinstance(use_merge, bool):
-            raise TypeError(f"use_merge is True or False, got {use_merge!r}")
-        self.use_merge, self.max_merge_invocations = use_merge, max_merge_invocations
-        self.progress = bool(progress)
-        self.log_dir = log_dir
-        for name, value in (("max_reflection_cost", max_reflection_cost), ("timeout", timeout)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
-                raise ValueError(f"{name} is a positive number or None, got {value!r}")
         self.metric = metric
         self.reflection_lm = reflection_lm
-        self.auto, self.max_metric_calls, self.max_full_evals = auto, max_metric_calls, max_full_evals
-        self.minibatch = reflection_minibatch_size
-        self.max_reflection_tokens, self.max_reflection_cost = max_reflection_tokens, max_reflection_cost
-        self.timeout = timeout
-        self.no_improvement_iterations = no_improvement_iterations
-        self.skip_perfect_score, self.perfect_score = skip_perfect_score, perfect_score
-        self.optimize_tool_descriptions = optimize_tool_descriptions
-        self.concurrency, self.failure_score, self.seed = concurrency, failure_score, seed
-        self.proposals_at_once = (
-            max(1, 2 * concurrency // reflection_minibatch_size) if proposals_at_once is None else proposals_at_once
-        )
-        """How many proposals a round starts at once; 1 runs gepa's loop one iteration at a time. By default
-        twice as many as the concurrency limit holds minibatches: a proposal waits on its reflection a third of
-        its time, and a round lasts as long as its slowest proposal."""
+        self.options = checked_options(options)
+        """Every option as this optimizer uses it: the given ones, the defaults, and `proposals_at_once`
+        worked out when it was left to GEPA (see `GEPAOptions` for what each does)."""
+        self.proposals_at_once: int = self.options["proposals_at_once"] or 1
+        """How many proposals a round starts together (`options["proposals_at_once"]`, worked out)."""
         self._budget: int | None = None
 
     def metric_budget(self, n_train: int, n_val: int) -> int:
         """The metric calls this run may make: given, or from full evaluations, or from `auto`'s candidate count."""
-        if self.max_metric_calls is not None:
-            return self.max_metric_calls
-        if self.max_full_evals is not None:
-            return self.max_full_evals * (n_train + n_val)
-        assert self.auto is not None
-        return n_val + _AUTO_CANDIDATES[self.auto] * (2 * self.minibatch + n_val)
+        if self.options["max_metric_calls"] is not None:
+            return self.options["max_metric_calls"]
+        if self.options["max_full_evals"] is not None:
+            return self.options["max_full_evals"] * (n_train + n_val)
+        assert self.options["auto"] is not None
+        return n_val + AUTO_CANDIDATES[self.options["auto"]] * (2 * self.options["reflection_minibatch_size"] + n_val)
 
     async def compile(
         self,
@@ -166,15 +117,19 @@ class GEPA(Optimizer):
         names = list(self.components(program))
         if not names:
             raise ValueError("GEPA needs a program with at least one predictor; this one has none")
-        budget = Budget(self.metric_budget(len(train), len(val)), self.max_reflection_tokens, self.max_reflection_cost)
+        budget = Budget(
+            self.metric_budget(len(train), len(val)),
+            self.options["max_reflection_tokens"],
+            self.options["max_reflection_cost"],
+        )
         self._budget = budget.max_metric_calls
-        if self.timeout is not None:
-            budget.ends_at = time.monotonic() + self.timeout
-        runner = Runner(self.metric, self.concurrency, budget, self.failure_score)
+        if self.options["timeout"] is not None:
+            budget.ends_at = time.monotonic() + self.options["timeout"]
+        runner = Runner(self.metric, self.options["concurrency"], budget, self.options["failure_score"])
         result = OptimizationResult("GEPA")
         self.result = result  # kept up to date: a cancelled run's best so far is here
         started = time.monotonic()
-        with anyio.move_on_after(self.timeout) as scope:
+        with anyio.move_on_after(self.options["timeout"]) as scope:
             try:
                 await self._loop(program, train, val, runner, result, names)
             except DeadlineExceeded:
@@ -194,7 +149,7 @@ class GEPA(Optimizer):
         each tool's description (as `tool:<name>`)."""
         params = program.parameters()
         found = dict(params.instructions)
-        if self.optimize_tool_descriptions:
+        if self.options["optimize_tool_descriptions"]:
             found.update({f"{_TOOL}{t.name}": t.description for t in params.tools})
         return found
 
@@ -210,12 +165,15 @@ class GEPA(Optimizer):
         front.add(candidate.index, candidate.val_scores)
         if candidate.score > result.best_score:
             result.best_index = candidate.index
-        if self.progress:  # one line per new candidate: its score, the best so far, the budget spent
-            budget = "" if self._budget is None else f" of {self._budget}"
-            print(
-                f"GEPA: candidate {candidate.index} ({candidate.origin}) scored {candidate.score:.3f}; "
-                f"best {result.best_score:.3f}; {candidate.metric_calls_at_discovery}{budget} metric calls",
-                file=sys.stderr,
+        if self.options["progress"] and logs_enabled():  # one line per new candidate
+            get_logger().info(
+                "gepa_candidate",
+                candidate=candidate.index,
+                origin=candidate.origin,
+                score=round(candidate.score, 3),
+                best=round(result.best_score, 3),
+                metric_calls=candidate.metric_calls_at_discovery,
+                budget=self._budget,
             )
 
     async def _loop(
@@ -227,8 +185,10 @@ class GEPA(Optimizer):
         result: OptimizationResult,
         names: list[str],
     ) -> None:
-        state = State(random.Random(self.seed), Front(len(val))).start(self.minibatch)
-        saved = read_checkpoint(self.log_dir) if self.log_dir is not None else None
+        state = State(random.Random(self.options["seed"]), Front(len(val))).start(
+            self.options["reflection_minibatch_size"]
+        )
+        saved = read_checkpoint(self.options["log_dir"]) if self.options["log_dir"] is not None else None
         if saved is not None:  # resume where the run in this log directory stopped
             state = self._resume(saved, seed_program, len(train), len(val), runner, result)
         else:
@@ -243,12 +203,12 @@ class GEPA(Optimizer):
             )
             self._add(result, state.front, seed)
         while True:
-            if self.log_dir is not None:
+            if self.options["log_dir"] is not None:
                 budget = runner.budget
                 sizes = (len(train), len(val))
                 write_checkpoint(
-                    self.log_dir,
-                    state.checkpoint(self.seed, sizes, result, budget.metric_calls, budget.reflection_usage),
+                    self.options["log_dir"],
+                    state.checkpoint(self.options["seed"], sizes, result, budget.metric_calls, budget.reflection_usage),
                 )
             plans = self._plan(state, result, names, len(train), runner.budget.left(), len(val))
             if isinstance(plans, str):
@@ -256,7 +216,7 @@ class GEPA(Optimizer):
                 return
             ctx = self._proposals(runner, train, val, result)
             before = runner.budget.metric_calls
-            outcomes = await run_round(ctx, plans, runner.budget.left(), self.minibatch)
+            outcomes = await run_round(ctx, plans, runner.budget.left(), self.options["reflection_minibatch_size"])
             stop = self._fold(state, result, outcomes, before)
             if stop is not None:
                 result.stop_reason = stop
@@ -271,13 +231,13 @@ class GEPA(Optimizer):
         runner: Runner,
         result: OptimizationResult,
     ) -> State:
-        if saved.seed != self.seed or saved.sizes != (n_train, n_val):
+        if saved.seed != self.options["seed"] or saved.sizes != (n_train, n_val):
             raise ValueError(
-                f"the log directory {self.log_dir} holds a run with seed {saved.seed} on "
+                f"the log directory {self.options['log_dir']} holds a run with seed {saved.seed} on "
                 f"{saved.sizes[0]} training and {saved.sizes[1]} validation examples; this one has seed "
-                f"{self.seed} on {n_train} and {n_val}: give another log_dir"
+                f"{self.options['seed']} on {n_train} and {n_val}: give another log_dir"
             )
-        state = State.resumed(saved, self.minibatch, n_val)
+        state = State.resumed(saved, self.options["reflection_minibatch_size"], n_val)
         for c in saved.candidates:
             program = self.with_components(seed_program, dict(c["components"]))
             found = Candidate(
@@ -307,19 +267,19 @@ class GEPA(Optimizer):
             list(result.candidates),
             self.with_components,
             self.components,
-            self.skip_perfect_score,
-            self.perfect_score,
+            self.options["skip_perfect_score"],
+            self.options["perfect_score"],
         )
 
     def _slots(self, state: State) -> int:
         """How many reflective proposals the next round may start: up to `proposals_at_once`, fewer when the
         stall limit or the reflection ceiling could be reached within the round."""
         slots = self.proposals_at_once
-        if self.no_improvement_iterations is not None:
-            slots = min(slots, self.no_improvement_iterations - state.stale)
+        if self.options["no_improvement_iterations"] is not None:
+            slots = min(slots, self.options["no_improvement_iterations"] - state.stale)
         for ceiling, used, largest in (
-            (self.max_reflection_tokens, state.reflection_tokens, state.largest_tokens),
-            (self.max_reflection_cost, state.reflection_cost, state.largest_cost),
+            (self.options["max_reflection_tokens"], state.reflection_tokens, state.largest_tokens),
+            (self.options["max_reflection_cost"], state.reflection_cost, state.largest_cost),
         ):
             if ceiling is None:
                 continue
@@ -345,7 +305,7 @@ class GEPA(Optimizer):
         """Draw every random choice of the next round, in order, before any of it runs."""
         plans: list[Plan] = []
         merges = state.merges
-        if self.use_merge and merges.due > 0 and merges.found_new:
+        if self.options["use_merge"] and merges.due > 0 and merges.found_new:
             merges.found_new = False
             scores = [c.score for c in result.candidates]
             found = propose_merge(
@@ -372,7 +332,7 @@ class GEPA(Optimizer):
             if left is not None:
                 # As many as leave room for one accepted child's valset after their minibatches (the earlier
                 # proposals' children come first); once there is no such room, as many as the minibatches fit.
-                pair = 2 * self.minibatch
+                pair = 2 * self.options["reflection_minibatch_size"]
                 room = (left - n_val) // pair
                 slots = min(slots, max(1, room if room > 0 else left // pair))
             scores = [c.score for c in result.candidates]
@@ -387,7 +347,7 @@ class GEPA(Optimizer):
         return plans
 
     def _reflection_spent(self, state: State) -> bool:
-        tokens, cost = self.max_reflection_tokens, self.max_reflection_cost
+        tokens, cost = self.options["max_reflection_tokens"], self.options["max_reflection_cost"]
         return (tokens is not None and state.reflection_tokens >= tokens) or (
             cost is not None and state.reflection_cost >= cost
         )
@@ -438,13 +398,17 @@ class GEPA(Optimizer):
             if reflective:
                 state.stale = 0 if result.best_score > best_before else state.stale + 1
                 state.merges.found_new = True
-                if state.merges.tested < self.max_merge_invocations:
+                if state.merges.tested < self.options["max_merge_invocations"]:
                     state.merges.due += 1
             else:
                 state.merges.due -= 1
                 state.merges.tested += 1
         return stop
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """The options that shaped a run (for logs)."""
-        return {"auto": self.auto, "max_metric_calls": self.max_metric_calls, "seed": self.seed}
+        return {
+            "auto": self.options["auto"],
+            "max_metric_calls": self.options["max_metric_calls"],
+            "seed": self.options["seed"],
+        }

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from imp.optimize._scoring import Row
 from imp.programs._parameters import Parameters
@@ -17,7 +16,7 @@ __all__ = ["proposed_instruction", "reflection_messages"]
 _FENCE = re.compile(r"```(?:[a-zA-Z]*\n)?(.*?)```", re.DOTALL)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if isinstance(value, str):
         return value
     try:

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from imp._jsondata import JSONObject
 from imp.programs.base import Program
 from imp.records import NO_USAGE, Usage
 
-__all__ = ["Candidate", "OptimizationResult", "StopReason"]
+__all__ = ["Candidate", "OptimizationResult", "Origin", "StopReason"]
 
 StopReason = Literal["budget", "reflection_budget", "timeout", "deadline", "cancelled", "no_improvement", "done"]
+
+
+type Origin = Literal["seed", "reflection", "merge", "fewshot"]
+"""How a candidate came to be: the program given, a reflection, a merge of two, or a demo optimizer."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +29,7 @@ class Candidate:
     parents: tuple[int, ...]
     val_scores: tuple[float, ...]
     metric_calls_at_discovery: int = 0
-    origin: Literal["seed", "reflection", "merge", "fewshot"] = "seed"
+    origin: Origin = "seed"
 
     @property
     def score(self) -> float:
@@ -62,7 +67,7 @@ class OptimizationResult:
         """The best candidate's mean validation score."""
         return self.best.score
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONObject:
         """A JSON-safe account of the run (saved beside the optimized program)."""
         return {
             "candidates": len(self.candidates),

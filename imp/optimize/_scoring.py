@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
@@ -98,7 +97,7 @@ class Runner:
         return self._limiter
 
     async def run(
-        self, program: Program, examples: Sequence[Example], *, traced: bool = False, **overrides: Any
+        self, program: Program, examples: Sequence[Example], *, traced: bool = False, **overrides: object
     ) -> list[Row]:
         """Every example through `program` (and the metric), concurrently; rows in the examples' order
         (with `traced`, each row holds every predictor's inputs and outputs)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from imp.optimize._checkpoint import Checkpoint
+from imp.optimize._checkpoint import Checkpoint, SavedUsage
 from imp.optimize._merge import MergeLog
 from imp.optimize._pareto import Front, MinibatchSampler
 from imp.optimize._result import OptimizationResult
@@ -78,7 +78,15 @@ class State:
             ],
             result.best_index,
             metric_calls,
-            usage.dump(),
+            SavedUsage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cached_tokens=usage.cached_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                cost=usage.cost,
+                requests=usage.requests,
+            ),
             self.rng.getstate(),
             {"order": self.sampler.order, "epoch": self.sampler.epoch},
             {

@@ -9,13 +9,10 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from imp.signature import Signature
 from imp.tools import Tool
-
-if TYPE_CHECKING:
-    from imp.programs.base import Program
 
 __all__ = [
     "Changes",
@@ -174,9 +171,9 @@ def apply_to_tools(tools: Sequence[Tool], changes: Changes) -> tuple[Tool, ...]:
     return tuple(out)
 
 
-def sub_programs(program: Program, kind: type) -> list[tuple[str, Program]]:
+def sub_programs[P](program: object, kind: type[P]) -> list[tuple[str, P]]:
     """The programs (of `kind`) a user's program holds, by attribute name (as DSPy's `named_predictors`)."""
-    found: list[tuple[str, Any]] = []
+    found: list[tuple[str, P]] = []
     for name, value in getattr(program, "__dict__", {}).items():
         if name.startswith("_"):
             continue
@@ -187,7 +184,7 @@ def sub_programs(program: Program, kind: type) -> list[tuple[str, Program]]:
     return found
 
 
-def replace_sub_programs(program: Program, changed: Mapping[str, Program]) -> Program:
+def replace_sub_programs[P](program: P, changed: Mapping[str, object]) -> P:
     """A copy of a user's program holding the changed programs in place of the old ones."""
     if not changed:
         return program
@@ -277,13 +274,13 @@ class Optimized:
 _MADE_BY: weakref.WeakKeyDictionary[Any, Optimized] = weakref.WeakKeyDictionary()
 
 
-def set_optimized(program: Program, record: Optimized) -> Program:
+def set_optimized[P](program: P, record: Optimized) -> P:
     """Mark a program as made by an optimizer (programs are values: the mark lives beside them)."""
     _MADE_BY[program] = record
     return program
 
 
-def optimized_by(program: Program) -> Optimized | None:
+def optimized_by(program: object) -> Optimized | None:
     """Which optimizer made this program, if one did."""
     return _MADE_BY.get(program)
 

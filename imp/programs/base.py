@@ -11,6 +11,16 @@ import anyio
 
 from imp.errors import DeadlineExceeded
 from imp.prediction import Prediction
+from imp.programs._parameters import (
+    Changes,
+    Optimized,
+    Parameters,
+    changes_for,
+    optimized_by,
+    replace_sub_programs,
+    sub_programs,
+)
+from imp.programs.rendered import RenderedRequest, render
 from imp.runtime.deadline import time_left
 from imp.runtime.events import RunCancelled, RunFailed, RunFinished, RunStarted
 from imp.runtime.journal import Journal, SessionStore, current_journal_scope
@@ -20,8 +30,6 @@ from imp.settings import settings
 from imp.signature import Signature
 
 if TYPE_CHECKING:
-    from imp.programs._parameters import Changes, Optimized, Parameters
-    from imp.programs.rendered import RenderedRequest
     from imp.tools import Tool
 
 __all__ = ["Program", "call", "call_sync", "start_call"]
@@ -60,8 +68,6 @@ class Program(abc.ABC):
 
     def render(self, inputs: Mapping[str, object] | None = None, /, **fields: object) -> RenderedRequest:
         """The exact first request (messages and options) this program would send for these inputs, not sent."""
-        from imp.programs.rendered import render
-
         return render(self, {**(inputs or {}), **fields})
 
     # --- what an optimizer may change -----------------------------------------------------
@@ -72,11 +78,9 @@ class Program(abc.ABC):
         A program that holds other programs as attributes exposes theirs by attribute name
         (`"draft.predict"`), as DSPy's `named_predictors()` does.
         """
-        from imp.programs._parameters import Parameters, sub_programs
-
         predictors: list[Any] = []
         tools: list[Any] = []
-        for name, child in sub_programs(self, Program):
+        for name, child in _children(self):
             found = child.parameters().prefixed(name)
             predictors.extend(found.predictors)
             tools.extend(found.tools)
@@ -95,17 +99,13 @@ class Program(abc.ABC):
         A tool given in `tools` must keep its name and runner: an optimizer may rewrite what the
         model reads of a tool, never what the tool does.
         """
-        from imp.programs._parameters import changes_for
-
         changes = changes_for(self.parameters(), instructions, demos, tool_descriptions, tools)
         return self.apply_parameters(changes) if changes else self
 
     def apply_parameters(self, changes: Changes) -> Program:
         """The program with checked changes made (a program kind with predictors of its own overrides this)."""
-        from imp.programs._parameters import replace_sub_programs, sub_programs
-
         changed: dict[str, Program] = {}
-        for name, child in sub_programs(self, Program):
+        for name, child in _children(self):
             mine = changes.under(name)
             if mine:
                 changed[name] = child.apply_parameters(mine)
@@ -113,19 +113,20 @@ class Program(abc.ABC):
 
     def predictor_programs(self) -> list[tuple[str, Program]]:
         """The programs that answer as one predictor each, by their `parameters()` name (for traces)."""
-        from imp.programs._parameters import sub_programs
-
         found: list[tuple[str, Program]] = []
-        for name, child in sub_programs(self, Program):
+        for name, child in _children(self):
             found.extend((f"{name}.{inner}", p) for inner, p in child.predictor_programs())
         return found
 
     @property
     def optimized(self) -> Optimized | None:
         """Which optimizer made this program, with what score (None for a program no optimizer made)."""
-        from imp.programs._parameters import optimized_by
-
         return optimized_by(self)
+
+
+def _children(program: Program) -> list[tuple[str, Program]]:
+    """The programs a user's program holds, by attribute name."""
+    return sub_programs(program, Program)  # type: ignore[type-abstract]  # isinstance with an ABC is what is meant
 
 
 _DSPY_METHODS = {

@@ -19,18 +19,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from imp.adapters import ADAPTER_NAMES, Adapter
 from imp.adapters.template import TemplateAdapter, system, turns, user
 from imp.errors import ImpError, SignatureError
+from imp.exchanges import program_label
 from imp.prediction import Prediction
 from imp.programs._parameters import Changes, Parameters
 from imp.programs.base import Program, call_sync
 from imp.programs.predict import Predict
-from imp.runtime.trace import program_label
 from imp.signature import MISSING, Field, Signature
 
 if TYPE_CHECKING:
     from imp.models.base import LM
-    from imp.saving import Loader, Saver
 
-__all__ = ["TAGGED", "FunctionProgram", "Out", "dump_function", "fn", "load_function", "out"]
+__all__ = ["TAGGED", "FunctionError", "FunctionProgram", "Out", "fn", "out"]
 
 RESULT = "result"
 TAGGED = TemplateAdapter(
@@ -440,34 +439,3 @@ def fn(function: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     if function is None:
         return lambda f: FunctionProgram.build(f, **options)
     return FunctionProgram.build(function, **options)
-
-
-# --- saving ------------------------------------------------------------------------------------
-
-
-def dump_function(program: FunctionProgram, saver: Saver) -> dict[str, Any]:
-    """A function program's save payload: the function by name, and its inner program (demos, template...)."""
-    return {
-        "function": saver.function(program.fn, f"the function of {program.name}"),
-        "program": saver.program(program.program),
-    }
-
-
-def load_function(data: Mapping[str, Any], loader: Loader) -> Program:
-    """A function program from its payload: the function from the registry, the rest as saved."""
-    function = loader.function(str(data["function"]), "a function program")
-    if isinstance(function, FunctionProgram):  # the registry may hold the decorated function itself
-        function = function.fn
-    inner = loader.program(data["program"])
-    options: dict[str, Any] = {
-        name: getattr(inner, name)
-        for name in ("lm", "adapter", "demos", "config", "adapter_opts")
-        if hasattr(inner, name)
-    }
-    options["instructions"] = inner.signature.instructions
-    if isinstance(inner, Predict):
-        options["json_fallback"] = inner.json_fallback
-    else:
-        options["tools"], options["max_iters"] = getattr(inner, "tools", ()), getattr(inner, "max_iters", 20)
-        options["extract_instructions"] = getattr(inner, "extract_instructions", None)
-    return FunctionProgram.build(function, **{k: v for k, v in options.items() if v is not None})

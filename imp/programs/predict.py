@@ -13,6 +13,7 @@ from imp.adapters._names import as_adapter
 from imp.adapters.base import Adapter, FormatOptions
 from imp.adapters.chat import ChatAdapter
 from imp.errors import AdapterParseError, ImpError, InvalidInputError, LMError, MissingInputError
+from imp.exchanges import record_exchange
 from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs._journaled import journaled_request
@@ -22,7 +23,6 @@ from imp.programs.base import Program
 from imp.runtime.events import ModelError, ModelRequest, ModelResponse
 from imp.runtime.journal import current_journal_scope
 from imp.runtime.run import Run, current_run
-from imp.runtime.trace import record_exchange
 from imp.runtime.usage import (
     UsageAccumulator,
     innermost_accumulator,

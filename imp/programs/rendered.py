@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from imp.errors import ImpError
 from imp.models.base import LM, LMResponse, Message
 from imp.settings import settings
-
-if TYPE_CHECKING:
-    from imp.programs.base import Program
 
 __all__ = ["RenderedRequest", "render"]
 
@@ -44,8 +41,9 @@ class _CaptureLM(LM):
         raise _Captured(RenderedRequest(tuple(messages), dict(options), f"{self.provider}:{self.model}"))
 
 
-def render(program: Program, inputs: Mapping[str, object]) -> RenderedRequest:
-    """Run the program up to its first LM request and return that request instead of sending it."""
+def render(program: object, inputs: Mapping[str, object]) -> RenderedRequest:
+    """Run a program (`imp.Program`, which calls this, sits above) up to its first LM request and
+    return that request instead of sending it."""
     with_lm = getattr(program, "with_lm", None)
     if with_lm is None:
         raise TypeError(f"{type(program).__name__} cannot be rendered: it has no with_lm to stand an LM in")

@@ -18,6 +18,6 @@ except ImportError as exc:
 
 from imp.ray._api import evaluate, map
 from imp.ray._limits import Limits
-from imp.ray._rows import RemoteError, WorkerLost
+from imp.ray._rows import RemoteError, WorkerLost, WorkerStartError
 
-__all__ = ["Limits", "RemoteError", "WorkerLost", "evaluate", "map"]
+__all__ = ["Limits", "RemoteError", "WorkerLost", "WorkerStartError", "evaluate", "map"]

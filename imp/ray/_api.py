@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from imp._jsondata import JSONObject
 from imp.evaluation.evaluate import check_devset, check_max_errors
 from imp.evaluation.metrics import Metric, to_number
 from imp.evaluation.parallel import check_concurrency, check_timeout
@@ -24,7 +25,7 @@ from imp.saving import dump_program, load_program
 __all__ = ["evaluate", "map"]
 
 
-def _ray() -> Any:
+def _ray() -> object:
     import ray
 
     return ray
@@ -37,7 +38,7 @@ def _is_dataset(value: object) -> bool:
 def _rows(dataset: Any, input_keys: Sequence[str] | None, *, labelled: bool) -> list[Any]:
     """The items to run: a Dataset's rows (dicts) or the iterable's items, as Examples where keys are named."""
     if _is_dataset(dataset):
-        items: list[Any] = []
+        items: list[object] = []
         for i, row in enumerate(dataset.iter_rows()):
             if set(row) == {"item"}:  # ray.data.from_items of values that are not dicts
                 items.append(row["item"])
@@ -69,7 +70,7 @@ def _options(
     limits: Limits | None,
     num_cpus: float,
     lm_factory: Callable[[], LM] | None,
-    registry: Mapping[str, Any] | None,
+    registry: Mapping[str, object] | None,
     max_errors: int | None,
     input_keys: Sequence[str] | None,
 ) -> RunOptions:
@@ -111,7 +112,7 @@ def _travels(ray: Any, name: str, value: object) -> None:
         raise TypeError(f"the {name} must pickle to travel to Ray workers: {type(exc).__name__}: {exc}") from None
 
 
-def _document(program: Program, options: RunOptions, where: str) -> dict[str, Any]:
+def _document(program: Program, options: RunOptions, where: str) -> JSONObject:
     """The program in `imp.save`'s format (never a credential), checked to load again here."""
     if not isinstance(program, Program):
         raise TypeError(f"{where} runs an imp program, got {type(program).__name__}")
@@ -133,7 +134,7 @@ async def evaluate(
     timeout: float | None = None,  # noqa: ASYNC109 - per row, applied as an imp.deadline on the worker
     limits: Limits | None = None,
     lm_factory: Callable[[], LM] | None = None,
-    registry: Mapping[str, Any] | None = None,
+    registry: Mapping[str, object] | None = None,
     input_keys: Sequence[str] | None = None,
     num_cpus: float = 0.5,
     progress: bool = True,
@@ -220,7 +221,7 @@ async def map(
     timeout: float | None = None,  # noqa: ASYNC109 - per item, applied as an imp.deadline on the worker
     limits: Limits | None = None,
     lm_factory: Callable[[], LM] | None = None,
-    registry: Mapping[str, Any] | None = None,
+    registry: Mapping[str, object] | None = None,
     input_keys: Sequence[str] | None = None,
     num_cpus: float = 0.5,
 ) -> list[Prediction | Exception]:
@@ -263,7 +264,7 @@ async def map(
     return slots  # type: ignore[return-value]  # every slot is filled: map never stops early
 
 
-def _inputs(item: object, index: int) -> dict[str, Any]:
+def _inputs(item: object, index: int) -> dict[str, object]:
     if isinstance(item, Example):
         try:
             return item.inputs()

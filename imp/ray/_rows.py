@@ -12,7 +12,20 @@ from imp.evaluation.report import ErrorStage, EvaluationRow
 from imp.prediction import Example, Prediction
 from imp.records import Usage
 
-__all__ = ["BatchResult", "OutcomeRecord", "RemoteError", "RowRecord", "WorkerLost", "portable_error", "usage_of"]
+__all__ = [
+    "BatchResult",
+    "OutcomeRecord",
+    "RemoteError",
+    "RowRecord",
+    "WorkerLost",
+    "WorkerStartError",
+    "portable_error",
+    "usage_of",
+]
+
+
+class WorkerStartError(ImpError, RuntimeError):
+    """A Ray worker could not start: loading the program (or the LM) on it raised; the message says what."""
 
 
 class WorkerLost(ImpError):

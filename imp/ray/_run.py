@@ -21,7 +21,7 @@ import anyio.to_thread
 
 from imp.models.base import LM
 from imp.ray._limits import Hub, Limits
-from imp.ray._rows import BatchResult
+from imp.ray._rows import BatchResult, WorkerStartError
 from imp.ray._worker import Worker
 
 __all__ = ["Batch", "RunOptions", "run_batches"]
@@ -41,7 +41,7 @@ class RunOptions:
     limits: Limits
     num_cpus: float
     lm_factory: Callable[[], LM] | None
-    registry: Mapping[str, Any] | None
+    registry: Mapping[str, object] | None
     max_errors: int | None
 
 
@@ -56,7 +56,7 @@ class Batch:
 class _Pool:
     """The run's hub and workers; a dead worker is replaced by a fresh one."""
 
-    def __init__(self, ray: Any, document: Mapping[str, Any], options: RunOptions) -> None:
+    def __init__(self, ray: Any, document: Mapping[str, object], options: RunOptions) -> None:
         self._ray = ray
         self._document = document
         self._options = options
@@ -99,7 +99,7 @@ class _Pool:
         self.handles.clear()
 
 
-def batches(items: Sequence[Any], size: int) -> deque[tuple[Batch, int]]:
+def batches(items: Sequence[object], size: int) -> deque[tuple[Batch, int]]:
     """The items cut into batches, each with its attempt number (1)."""
     return deque(
         (Batch(n, tuple((i, items[i]) for i in range(start, min(start + size, len(items))))), 1)
@@ -110,8 +110,8 @@ def batches(items: Sequence[Any], size: int) -> deque[tuple[Batch, int]]:
 async def run_batches(
     ray: Any,
     kind: Kind,
-    document: Mapping[str, Any],
-    items: Sequence[Any],
+    document: Mapping[str, object],
+    items: Sequence[object],
     options: RunOptions,
     *,
     extra: tuple[Any, ...],
@@ -168,7 +168,7 @@ async def _started(ray: Any, pool: _Pool, ids: list[int]) -> None:
     try:
         await anyio.to_thread.run_sync(ray.get, refs)
     except RayActorError as exc:
-        raise RuntimeError(f"imp.ray: a worker could not start: {_reason(exc)}") from None
+        raise WorkerStartError(f"imp.ray: a worker could not start: {_reason(exc)}") from None
 
 
 def _reason(error: BaseException) -> str:

@@ -40,8 +40,8 @@ class Worker:
     def __init__(
         self,
         worker_id: int,
-        document: Mapping[str, Any],
-        registry: Mapping[str, Any] | None,
+        document: Mapping[str, object],
+        registry: Mapping[str, object] | None,
         lm_factory: LMFactory | None,
         hub: Any,
         limits: Limits,

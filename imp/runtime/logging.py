@@ -61,7 +61,7 @@ def _to_record(logger: Any, name: str, event_dict: Any) -> tuple[tuple[Any, ...]
     return (_EventDict(args[0]),), kwargs
 
 
-_logger: Any = None
+_logger: object = None
 
 
 def get_logger() -> Any:

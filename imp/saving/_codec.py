@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from imp._jsondata import JSONObject, JSONValue
 from imp._redact import is_secret_key, is_secret_query_key
 from imp.adapters import Adapter, Guidance, SavedAdapter, load_adapter, saved_adapter, saved_names
 from imp.errors import ImpError, SignatureError
@@ -66,7 +67,7 @@ class ProgramKind:
 
     name: str
     cls: type[Program]
-    dump: Callable[[Any, Saver], dict[str, Any]]
+    dump: Callable[[Any, Saver], JSONObject]  # Any: each kind's dump takes its own program class
     load: Callable[[Mapping[str, Any], Loader], Program]
     keys: frozenset[str] | None = None
     """The keys its saved form may hold (besides `kind`); a file with another is refused. None: unchecked."""
@@ -91,7 +92,7 @@ def _kind_of(program: Program) -> ProgramKind:
 # --- values ---------------------------------------------------------------------------------------
 
 
-def _function_name(fn: Callable[..., Any], names: Mapping[int, str], where: str) -> str:
+def _function_name(fn: Callable[..., object], names: Mapping[int, str], where: str) -> str:
     name = names.get(id(fn))
     if name is not None:
         return name
@@ -104,11 +105,16 @@ def _function_name(fn: Callable[..., Any], names: Mapping[int, str], where: str)
     )
 
 
-def _callables(registry: Mapping[str, object] | None) -> dict[str, Any]:
+def _callables(registry: Mapping[str, object] | None) -> dict[str, object]:
     """The registry's functions and tools (its classes resolve types, not functions)."""
     return {
         k: v for k, v in (registry or {}).items() if isinstance(v, Tool) or (callable(v) and not isinstance(v, type))
     }
+
+
+def _json_object(value: JSONValue) -> JSONObject:
+    assert isinstance(value, dict)  # Saver.value keeps a mapping a mapping
+    return value
 
 
 def _drop_userinfo(url: str) -> str:
@@ -127,11 +133,11 @@ class Saver:
         self._names = {id(v.runner if isinstance(v, Tool) else v): k for k, v in _callables(registry).items()}
         self.include_lm = include_lm
 
-    def function(self, fn: Callable[..., Any], where: str) -> str:
+    def function(self, fn: Callable[..., object], where: str) -> str:
         """The name a function is saved under (its registry name, else its qualified name)."""
         return _function_name(fn, self._names, where)
 
-    def value(self, value: object, where: str, *, drop_secrets: bool = False, functions: bool = False) -> Any:
+    def value(self, value: object, where: str, *, drop_secrets: bool = False, functions: bool = False) -> JSONValue:
         """A JSON-safe copy of a value; raises `SaveError` naming `where` for what JSON cannot hold."""
         if value is None or isinstance(value, bool | int | str):
             return value
@@ -140,7 +146,7 @@ class Saver:
                 return value
             raise SaveError(f"{where} is {value!r}, which JSON cannot hold")
         if isinstance(value, Mapping):
-            out: dict[str, Any] = {}
+            out: JSONObject = {}
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise SaveError(f"{where} has a non-string key {key!r}")
@@ -172,10 +178,9 @@ class Saver:
             return {FUNCTION: self.function(value, where)}
         raise SaveError(f"{where} is a {type(value).__name__}, which imp.save cannot write as JSON")
 
-    def signature(self, signature: Signature, where: str = "signature") -> dict[str, Any]:
+    def signature(self, signature: Signature, where: str = "signature") -> JSONObject:
         """A signature's dump, checked to be JSON-safe."""
-        dumped: dict[str, Any] = self.value(signature.dump(), where)
-        return dumped
+        return _json_object(self.value(signature.dump(), where))
 
     def adapter(self, adapter: Adapter | None) -> SavedAdapter | None:
         """An adapter's name from imp's registry of adapters (None when the program uses the configured
@@ -190,7 +195,7 @@ class Saver:
             )
         return saved
 
-    def lm(self, lm: LM | None, owner: str) -> dict[str, Any] | None:
+    def lm(self, lm: LM | None, owner: str) -> JSONObject | None:
         """Provider, model, options and base URL of an `imp.lm(...)` client; never a credential or header."""
         if lm is None or not self.include_lm:
             return None
@@ -212,7 +217,7 @@ class Saver:
         if not isinstance(options, Mapping):
             options = getattr(lm, "defaults", None)
         kept = {k: v for k, v in dict(options or {}).items() if k not in _NOT_SAVED_LM_OPTIONS}
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "provider": provider,
             "model": model,
             "options": self.value(kept, "lm.options", drop_secrets=True),
@@ -222,7 +227,7 @@ class Saver:
             out["base_url"] = _drop_userinfo(base_url)
         return out
 
-    def program(self, program: Program) -> dict[str, Any]:
+    def program(self, program: Program) -> JSONObject:
         """A nested program's payload (with its kind), for kinds that contain programs."""
         kind = _kind_of(program)
         return {"kind": kind.name, **kind.dump(program, self)}
@@ -242,7 +247,7 @@ class Loader:
         self.lm_override = lm
         self.trust = Trust(trust_endpoint)
 
-    def function(self, name: str, where: str) -> Callable[..., Any]:
+    def function(self, name: str, where: str) -> Callable[..., Any]:  # Any: what each caller's slot needs
         """The registry's function saved under `name` (a tool's runner when the entry is a tool)."""
         entry = self.registry.get(name)
         if isinstance(entry, Tool):
@@ -264,7 +269,7 @@ class Loader:
         entry = self.registry.get(name)
         return entry if isinstance(entry, Tool) else None
 
-    def value(self, value: object, where: str) -> Any:
+    def value(self, value: object, where: str) -> object:
         """A saved value with its `{"$function": name}` markers resolved from the registry."""
         if isinstance(value, Mapping):
             if set(value) == {FUNCTION} and isinstance(value[FUNCTION], str):
@@ -291,8 +296,10 @@ class Loader:
             return [self.media(v, f"{where}[{i}]") for i, v in enumerate(value)]
         return value
 
-    def signature(self, data: Mapping[str, object]) -> Signature:
+    def signature(self, data: object) -> Signature:
         """A saved signature; custom field types come from the registry by class name."""
+        if not isinstance(data, Mapping):
+            raise LoadError(f"the saved signature is an object, got {type(data).__name__}")
         types = {k: v for k, v in self.registry.items() if isinstance(v, type)}
         try:
             return Signature.load(data, types=types)
@@ -329,32 +336,32 @@ class Loader:
         api_key = _environment_key(provider) if base_url is not None else None
         return make_lm(f"{provider}:{model}", base_url=base_url, api_key=api_key, **options)
 
-    def config(self, data: Any) -> dict[str, Any]:
+    def config(self, data: object) -> dict[str, object]:
         """A program's saved request options, as `imp.saving._trust` allows them."""
         try:
             return check_config(data, self.trust)
         except Refused as exc:
             raise LoadError(str(exc)) from None
 
-    def adapter_opts(self, data: Any) -> dict[str, Any]:
+    def adapter_opts(self, data: object) -> dict[str, object]:
         """A program's saved adapter options: renderers resolved from the registry, the rest typed."""
         try:
-            check_adapter_opts(data, FUNCTION)
+            checked = check_adapter_opts(data, FUNCTION)
         except Refused as exc:
             raise LoadError(str(exc)) from None
-        resolved: dict[str, Any] = self.value(dict(data or {}), "adapter_opts")
+        resolved = {key: self.value(value, f"adapter_opts.{key}") for key, value in checked.items()}
         if resolved.get("guidance") is not None:
             resolved["guidance"] = _guidance(resolved["guidance"])
         return resolved
 
-    def fields(self, data: Any, allowed: Iterable[str], where: str) -> Mapping[str, Any]:
+    def fields(self, data: object, allowed: Iterable[str], where: str) -> Mapping[str, object]:
         """An object of the file whose keys are all known (an unknown one is refused, naming it)."""
         try:
             return check_keys(data, allowed, where)
         except Refused as exc:
             raise LoadError(str(exc)) from None
 
-    def program(self, data: Mapping[str, object]) -> Program:
+    def program(self, data: object) -> Program:
         """A nested program from its payload."""
         if not isinstance(data, Mapping):
             raise LoadError(f"a saved program is an object, got {type(data).__name__}")
@@ -397,8 +404,10 @@ def _provider_class(provider: str) -> type[HTTPLM]:
     return cls
 
 
-def _guidance(data: Mapping[str, Any]) -> Guidance:
+def _guidance(data: object) -> Guidance:
     """A saved `guidance` option: `{"lines": [...], "text_answer": bool}`, as `Saver.value` writes it."""
+    if not isinstance(data, Mapping):
+        raise LoadError('adapter_opts.guidance is {"lines": [strings], "text_answer": true or false}')
     unknown = sorted(str(k) for k in data if k not in ("lines", "text_answer"))
     lines = data.get("lines", [])
     text_answer = data.get("text_answer", False)

@@ -10,9 +10,9 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from imp._json import loads_strict
+from imp._jsondata import JSONObject, JSONValue
 from imp._redact import redact_text
 from imp.errors import ImpError
 from imp.media import MEDIA_KEY
@@ -33,7 +33,7 @@ def _canonical(document: Mapping[str, object]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _redacted(value: object, where: str, found: list[str]) -> Any:
+def _redacted(value: JSONValue, where: str, found: list[str]) -> JSONValue:
     """The payload with every text redacted by value shape (as logs are); `found` gets the places."""
     if isinstance(value, str):
         shown = redact_text(value)
@@ -56,7 +56,7 @@ def _checksum(document: Mapping[str, object]) -> str:
 
 def dump_program(
     program: Program, *, registry: Mapping[str, object] | None = None, include_lm: bool = True
-) -> dict[str, Any]:
+) -> JSONObject:
     """The document `imp.save` writes, as a dict (format, schema version, program, checksum)."""
     if not isinstance(program, Program):
         raise TypeError(f"imp.save saves an imp program, got {type(program).__name__}")
@@ -64,7 +64,7 @@ def dump_program(
     payload = _redacted(Saver(registry, include_lm=include_lm).program(program), "program", redacted)
     if redacted:
         get_logger().warning("imp.save.redacted", where=redacted[:10], count=len(redacted))
-    document: dict[str, Any] = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "program": payload}
+    document: JSONObject = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "program": payload}
     made_by = optimized_by(program)
     if made_by is not None:  # which optimizer made the program, with what score
         document["optimized"] = _redacted(made_by.dump(), "optimized", [])

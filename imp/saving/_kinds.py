@@ -1,12 +1,14 @@
-"""The program kinds imp saves: Predict, ChainOfThought, ReAct and ReActTrajectory (with their tools)."""
+"""The program kinds imp saves: Predict, ChainOfThought, ReAct and ReActTrajectory (with their tools),
+and function programs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from imp._jsondata import JSONObject, JSONValue
 from imp.programs.base import Program
-from imp.programs.function import FunctionProgram, dump_function, load_function
+from imp.programs.function import FunctionProgram
 from imp.programs.predict import ChainOfThought, Predict
 from imp.programs.react import ReAct
 from imp.programs.react_trajectory import ReActTrajectory
@@ -20,7 +22,7 @@ __all__: list[str] = []
 # --- Predict and ChainOfThought ---------------------------------------------------------------------
 
 
-def _dump_predict(program: Predict, saver: Saver) -> dict[str, Any]:
+def _dump_predict(program: Predict, saver: Saver) -> JSONObject:
     owner = type(program).__name__
     opts = {k: v for k, v in program.adapter_opts.items() if k != "demos"}
     return {
@@ -82,7 +84,7 @@ register_program_kind(
 # --- ReAct ------------------------------------------------------------------------------------------
 
 
-def _dump_tool(tool: Tool, saver: Saver) -> dict[str, Any]:
+def _dump_tool(tool: Tool, saver: Saver) -> JSONObject:
     return {
         "name": tool.name,
         "description": tool.description,
@@ -133,10 +135,10 @@ def _load_tool(data: Mapping[str, Any], loader: Loader) -> Tool:
     )
 
 
-def _dump_tool_loop(program: ReAct | ReActTrajectory, saver: Saver) -> dict[str, Any]:
+def _dump_tool_loop(program: ReAct | ReActTrajectory, saver: Saver) -> JSONObject:
     """What both tool loops save alike: the signature, tools, demos, config, adapter and policy."""
     policy = program.tool_policy
-    saved_policy: Any = (
+    saved_policy: JSONValue = (
         {FUNCTION: saver.function(policy, "tool_policy")} if callable(policy) else saver.value(policy, "tool_policy")
     )
     opts = {k: v for k, v in program.adapter_opts.items() if k != "demos"}
@@ -152,7 +154,7 @@ def _dump_tool_loop(program: ReAct | ReActTrajectory, saver: Saver) -> dict[str,
     }
 
 
-def _dump_react(program: ReAct, saver: Saver) -> dict[str, Any]:
+def _dump_react(program: ReAct, saver: Saver) -> JSONObject:
     saved = _dump_tool_loop(program, saver)
     policy = saved.pop("tool_policy")  # kept in its place among the keys, after the loop's own
     saved |= {
@@ -220,7 +222,7 @@ register_program_kind(ProgramKind("react", ReAct, _dump_react, _load_react, _REA
 # --- ReActTrajectory ---------------------------------------------------------------------------------
 
 
-def _dump_react_trajectory(program: ReActTrajectory, saver: Saver) -> dict[str, Any]:
+def _dump_react_trajectory(program: ReActTrajectory, saver: Saver) -> JSONObject:
     return _dump_tool_loop(program, saver) | {"lm": saver.lm(program.lm, "ReActTrajectory")}
 
 
@@ -231,6 +233,39 @@ def _load_react_trajectory(data: Mapping[str, object], loader: Loader) -> Progra
 register_program_kind(
     ProgramKind("react_trajectory", ReActTrajectory, _dump_react_trajectory, _load_react_trajectory, _LOOP_KEYS)
 )
+
+
+# --- function programs -------------------------------------------------------------------------------
+
+
+def _dump_function(program: FunctionProgram, saver: Saver) -> JSONObject:
+    """A function program's save payload: the function by name, and its inner program (demos, template...)."""
+    return {
+        "function": saver.function(program.fn, f"the function of {program.name}"),
+        "program": saver.program(program.program),
+    }
+
+
+def _load_function(data: Mapping[str, Any], loader: Loader) -> Program:
+    """A function program from its payload: the function from the registry, the rest as saved."""
+    function = loader.function(str(data["function"]), "a function program")
+    if isinstance(function, FunctionProgram):  # the registry may hold the decorated function itself
+        function = function.fn
+    inner = loader.program(data["program"])
+    options: dict[str, Any] = {
+        name: getattr(inner, name)
+        for name in ("lm", "adapter", "demos", "config", "adapter_opts")
+        if hasattr(inner, name)
+    }
+    options["instructions"] = inner.signature.instructions
+    if isinstance(inner, Predict):
+        options["json_fallback"] = inner.json_fallback
+    else:
+        options["tools"], options["max_iters"] = getattr(inner, "tools", ()), getattr(inner, "max_iters", 20)
+        options["extract_instructions"] = getattr(inner, "extract_instructions", None)
+    return FunctionProgram.build(function, **{k: v for k, v in options.items() if v is not None})
+
+
 register_program_kind(
-    ProgramKind("function", FunctionProgram, dump_function, load_function, frozenset({"function", "program"}))
+    ProgramKind("function", FunctionProgram, _dump_function, _load_function, frozenset({"function", "program"}))
 )

@@ -30,23 +30,23 @@ class Refused(ValueError):
     """What a file may not ask for; the loader raises it as `imp.saving.LoadError`."""
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _count(value: Any) -> bool:
+def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _text_or_texts(value: Any) -> bool:
+def _text_or_texts(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
 
 
-def _json_object(value: Any) -> bool:
+def _json_object(value: object) -> bool:
     return isinstance(value, Mapping)
 
 
-_DATA_OPTIONS: dict[str, tuple[Callable[[Any], bool], str]] = {
+_DATA_OPTIONS: dict[str, tuple[Callable[[object], bool], str]] = {
     "temperature": (_number, "a number"),
     "top_p": (_number, "a number"),
     "max_tokens": (_count, "a non-negative integer"),
@@ -58,12 +58,12 @@ _DATA_OPTIONS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "response_format": (_json_object, "a JSON object"),
     "tool_choice": (lambda v: isinstance(v, str | Mapping), "a string or a JSON object"),
     "rollout_id": (lambda v: isinstance(v, str | int) and not isinstance(v, bool), "a string or an integer"),
-    "timeout": (lambda v: _number(v) and v > 0, "a positive number of seconds"),
-    "max_retries": (lambda v: _count(v) and v <= 20, "an integer from 0 to 20"),
+    "timeout": (lambda v: isinstance(v, int | float) and _number(v) and v > 0, "a positive number of seconds"),
+    "max_retries": (lambda v: isinstance(v, int) and _count(v) and v <= 20, "an integer from 0 to 20"),
 }
 """Request options a file may set by itself: values that shape a request, never where it goes."""
 
-_TRUSTED_OPTIONS: dict[str, tuple[Callable[[Any], bool], str]] = {
+_TRUSTED_OPTIONS: dict[str, tuple[Callable[[object], bool], str]] = {
     "extra_body": (_json_object, "a JSON object"),
     "extra_headers": (
         lambda v: isinstance(v, Mapping) and all(isinstance(x, str) for x in (*v.keys(), *v.values())),
@@ -126,10 +126,10 @@ def endpoint_key(url: str) -> tuple[str, ...]:
     return (scheme, parts.hostname.lower().rstrip("."), str(port), parts.path.rstrip("/"), parts.query)
 
 
-def _check_options(options: Any, where: str, *, trusted: bool, trust_hint: str) -> dict[str, Any]:
+def _check_options(options: object, where: str, *, trusted: bool, trust_hint: str) -> dict[str, object]:
     if not isinstance(options, Mapping):
         raise Refused(f"{where} must be an object of request options, got {type(options).__name__}")
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in options.items():
         if not isinstance(key, str):
             raise Refused(f"{where} has a key that is not text: {key!r}")
@@ -157,7 +157,7 @@ def _check_options(options: Any, where: str, *, trusted: bool, trust_hint: str) 
     return out
 
 
-def check_config(config: Any, trust: Trust) -> dict[str, Any]:
+def check_config(config: object, trust: Trust) -> dict[str, object]:
     """A program's saved `config` (request options sent with its LM's requests), checked."""
     return _check_options(
         config or {},
@@ -171,7 +171,7 @@ _LM_KEYS = frozenset({"provider", "model", "options", "base_url"})
 
 
 def check_lm_section(
-    data: Any, trust: Trust, default_url: Callable[[str], str]
+    data: object, trust: Trust, default_url: Callable[[str], str]
 ) -> tuple[str, str, str | None, dict[str, Any]]:
     """A saved LM's provider, model, base URL and options, checked; `default_url(provider)` is the
     provider's own endpoint, the one a file may name without the caller's word."""
@@ -195,11 +195,14 @@ def check_lm_section(
             f"the saved lm sends requests to {endpoint}, an endpoint the file names; imp does not send "
             f"your credentials where a file says. Load with {hint}, or pass lm=imp.lm(...) to choose the model"
         )
-    options = _check_options(data.get("options") or {}, "lm.options", trusted=trust.trusts(endpoint), trust_hint=hint)
+    # Any: the options go to imp.lm(**options), whose keywords are typed one by one.
+    options: dict[str, Any] = _check_options(
+        data.get("options") or {}, "lm.options", trusted=trust.trusts(endpoint), trust_hint=hint
+    )
     return provider, model, base_url if named else None, options
 
 
-def check_keys(data: Any, allowed: Iterable[str], where: str) -> Mapping[str, Any]:
+def check_keys(data: object, allowed: Iterable[str], where: str) -> Mapping[str, object]:
     """An object whose keys are all known (a key imp does not write is refused, naming it)."""
     if not isinstance(data, Mapping):
         raise Refused(f"{where} must be an object, got {type(data).__name__}")
@@ -210,7 +213,7 @@ def check_keys(data: Any, allowed: Iterable[str], where: str) -> Mapping[str, An
     return data
 
 
-_ADAPTER_OPTS: dict[str, tuple[Callable[[Any], bool], str]] = {
+_ADAPTER_OPTS: dict[str, tuple[Callable[[object], bool], str]] = {
     "response_instruction": (lambda v: isinstance(v, bool), "true or false"),
     "omit_empty_request": (lambda v: isinstance(v, bool), "true or false"),
     "agent_line": (lambda v: v is None or isinstance(v, str), "a string or null"),
@@ -221,11 +224,11 @@ _RENDERERS = frozenset(
 )
 
 
-def check_adapter_opts(opts: Any, function_key: str) -> Mapping[str, Any]:
+def check_adapter_opts(opts: object, function_key: str) -> Mapping[str, object]:
     """A program's saved adapter options: the renderers by name (resolved from the registry), the
     rest typed values; anything else is refused."""
-    check_keys(opts or {}, {*_ADAPTER_OPTS, *_RENDERERS}, "adapter_opts")
-    for key, value in (opts or {}).items():
+    checked = check_keys(opts or {}, {*_ADAPTER_OPTS, *_RENDERERS}, "adapter_opts")
+    for key, value in checked.items():
         if value is None:
             continue
         if key in _RENDERERS:
@@ -237,4 +240,4 @@ def check_adapter_opts(opts: Any, function_key: str) -> Mapping[str, Any]:
         check, need = _ADAPTER_OPTS[key]
         if not check(value):
             raise Refused(f"adapter_opts.{key} must be {need}, got {value!r:.80}")
-    return opts or {}
+    return checked

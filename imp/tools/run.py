@@ -187,7 +187,7 @@ class _Step:
         shown = decoded if decoded is not None else slot.call.arguments
         self.emit(ToolEvent.call(slot.index, slot.call.id, slot.call.name, shown))
 
-    def record(self, slot: _Slot, outcome: ToolOutcome, *, result: Any = None, error: str | None = None) -> None:
+    def record(self, slot: _Slot, outcome: ToolOutcome, *, result: object = None, error: str | None = None) -> None:
         if slot.result is not None:
             return
         if error:
@@ -335,7 +335,7 @@ class _Step:
     async def _execute(self, slot: _Slot, tool: Tool, invocation: _Invocation) -> None:
         name = tool.name
         slot.running = True
-        value: Any = None
+        value: object = None
         with anyio.move_on_after(tool.timeout) as scope:
             try:
                 value = await self._invoke(tool, invocation)
@@ -350,7 +350,7 @@ class _Step:
             return
         self.record(slot, "result", result=value)
 
-    async def _invoke(self, tool: Tool, invocation: _Invocation) -> Any:
+    async def _invoke(self, tool: Tool, invocation: _Invocation) -> object:
         runner = tool.runner
         if invocation.mapping is not None:
             bound = functools.partial(runner, invocation.mapping)

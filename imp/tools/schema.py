@@ -20,6 +20,7 @@ import pydantic
 import pydantic_core
 
 from imp._json import OverLimit, loads
+from imp._jsondata import JSONObject, JSONValue
 from imp.records import UnreadArguments
 
 __all__ = [
@@ -33,7 +34,7 @@ __all__ = [
     "model_schema",
 ]
 
-EMPTY_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object", "properties": {}}
+EMPTY_OBJECT_SCHEMA: Mapping[str, object] = {"type": "object", "properties": {}}
 """What an empty schema is sent as: an object with no properties."""
 
 _MAX_PROBLEMS = 3
@@ -111,19 +112,19 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
 # --- schemas from type hints ------------------------------------------------------------------
 
 
-def annotated(fn: Callable[..., Any]) -> Callable[..., Any]:
+def annotated(fn: Callable[..., object]) -> Callable[..., object]:
     """What holds a callable's type hints and docstring: a partial's function, an object's
     bound `__call__`, or the function itself."""
     while isinstance(fn, functools.partial):
         fn = fn.func
     if inspect.isroutine(fn) or isinstance(fn, type):
         return fn
-    call: Callable[..., Any] = getattr(fn, "__call__", fn)  # noqa: B004 - bound to the object
+    call: Callable[..., object] = getattr(fn, "__call__", fn)  # noqa: B004 - bound to the object
     return call
 
 
 def arguments_model(
-    fn: Callable[..., Any], model_name: str, namespace: Mapping[str, Any] | None = None
+    fn: Callable[..., object], model_name: str, namespace: Mapping[str, object] | None = None
 ) -> type[pydantic.BaseModel]:
     """A pydantic model of a function's parameters (type hints and defaults), extra keys forbidden.
 
@@ -152,19 +153,20 @@ def arguments_model(
         raise TypeError(f"tool {model_name!r}: cannot build a schema from its parameters: {exc}") from exc
 
 
-def model_schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
+def model_schema(model: type[pydantic.BaseModel]) -> JSONObject:
     """The JSON schema of an arguments model, without pydantic's generated titles."""
-    stripped: dict[str, Any] = _strip_titles(model.model_json_schema())
+    stripped = _strip_titles(model.model_json_schema())
+    assert isinstance(stripped, dict)  # an object schema stays an object
     return stripped
 
 
-def _strip_titles(schema: Any) -> Any:
+def _strip_titles(schema: JSONValue) -> JSONValue:
     """Remove `title` keywords from a schema, leaving properties that are named "title" alone."""
     if isinstance(schema, list):
         return [_strip_titles(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, value in schema.items():
         if key == "title" and isinstance(value, str):
             continue
@@ -178,7 +180,7 @@ def _strip_titles(schema: Any) -> Any:
 # --- checking ---------------------------------------------------------------------------------
 
 
-def check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[SchemaProblem]:
+def check_arguments(schema: Mapping[str, object], arguments: Mapping[str, object]) -> list[SchemaProblem]:
     """Every problem (at most a few) of `arguments` against `schema`; an empty list when they fit.
 
     An empty schema accepts anything.
@@ -269,14 +271,14 @@ def _number(value: object) -> str:
 class _Checker:
     """Walks one schema (resolving local `$ref`s against its root) and collects problems."""
 
-    def __init__(self, root: Mapping[str, Any]) -> None:
+    def __init__(self, root: Mapping[str, object]) -> None:
         self.root = root
 
-    def resolve(self, schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    def resolve(self, schema: Mapping[str, object]) -> Mapping[str, object]:
         seen = 0
         while "$ref" in schema and seen < 32:
             ref = schema["$ref"]
-            target: Any = self.root
+            target: object = self.root
             if not isinstance(ref, str) or not ref.startswith("#"):
                 return {}
             for part in ref[1:].split("/"):
@@ -291,7 +293,7 @@ class _Checker:
             seen += 1
         return schema
 
-    def check(self, schema: Mapping[str, Any], value: Any, path: str, out: list[SchemaProblem]) -> None:
+    def check(self, schema: Mapping[str, object], value: object, path: str, out: list[SchemaProblem]) -> None:
         if len(out) >= _MAX_PROBLEMS:
             return
         schema = self.resolve(schema)
@@ -317,14 +319,15 @@ class _Checker:
             self._check_array(schema, value, path, out)
         self._check_combinators(schema, value, path, out)
 
-    def _check_type(self, schema: Mapping[str, Any], value: Any, path: str, out: list[SchemaProblem]) -> bool:
+    def _check_type(self, schema: Mapping[str, object], value: object, path: str, out: list[SchemaProblem]) -> bool:
         declared = schema.get("type")
         if declared is None:
             if ("properties" in schema or "required" in schema) and not isinstance(value, Mapping):
                 out.append(SchemaProblem(path, f"must be an object, not {_TYPE_NAMES.get(_json_type(value), 'that')}"))
                 return False
             return True
-        names = [declared] if isinstance(declared, str) else [n for n in declared if isinstance(n, str)]
+        listed = declared if isinstance(declared, list) else []
+        names = [declared] if isinstance(declared, str) else [n for n in listed if isinstance(n, str)]
         if not names or any(_is_type(value, n) for n in names):
             return True
         wanted = " or ".join(_TYPE_NAMES.get(n, n) for n in names)
@@ -333,7 +336,7 @@ class _Checker:
         out.append(SchemaProblem(path, f"must be {wanted}, not {shown}"))
         return False
 
-    def _check_string(self, schema: Mapping[str, Any], value: str, path: str, out: list[SchemaProblem]) -> None:
+    def _check_string(self, schema: Mapping[str, object], value: str, path: str, out: list[SchemaProblem]) -> None:
         low, high = schema.get("minLength"), schema.get("maxLength")
         if isinstance(low, int) and len(value) < low:
             noun = "character" if low == 1 else "characters"
@@ -345,7 +348,7 @@ class _Checker:
         if isinstance(pattern, str) and not _matches(pattern, value):
             out.append(SchemaProblem(path, f"must match the pattern `{pattern}`"))
 
-    def _check_number(self, schema: Mapping[str, Any], value: float, path: str, out: list[SchemaProblem]) -> None:
+    def _check_number(self, schema: Mapping[str, object], value: float, path: str, out: list[SchemaProblem]) -> None:
         bounds: list[tuple[str, Callable[[float, float], bool], str]] = [
             ("minimum", lambda v, b: v >= b, "at least"),
             ("exclusiveMinimum", lambda v, b: v > b, "greater than"),
@@ -363,7 +366,7 @@ class _Checker:
                 out.append(SchemaProblem(path, f"must be a multiple of {_number(step)}"))
 
     def _check_object(
-        self, schema: Mapping[str, Any], value: Mapping[str, Any], path: str, out: list[SchemaProblem]
+        self, schema: Mapping[str, object], value: Mapping[object, object], path: str, out: list[SchemaProblem]
     ) -> None:
         properties = schema.get("properties")
         properties = properties if isinstance(properties, Mapping) else {}
@@ -375,17 +378,18 @@ class _Checker:
         for key, item in value.items():
             sub = properties.get(key)
             if isinstance(sub, Mapping):
-                self.check(sub, item, _join(path, key), out)
+                self.check(sub, item, _join(path, str(key)), out)
             elif extra is False:
                 noun = "field" if path else "argument"
-                out.append(SchemaProblem(_join(path, key), f"is not a known {noun}"))
+                out.append(SchemaProblem(_join(path, str(key)), f"is not a known {noun}"))
             elif isinstance(extra, Mapping):
-                self.check(extra, item, _join(path, key), out)
-        if len(value) < int(schema.get("minProperties", 0) or 0):
-            out.append(SchemaProblem(path, f"must have at least {schema['minProperties']} keys"))
+                self.check(extra, item, _join(path, str(key)), out)
+        least = schema.get("minProperties")
+        if isinstance(least, int) and len(value) < least:
+            out.append(SchemaProblem(path, f"must have at least {least} keys"))
 
     def _check_array(
-        self, schema: Mapping[str, Any], value: Sequence[Any], path: str, out: list[SchemaProblem]
+        self, schema: Mapping[str, object], value: Sequence[object], path: str, out: list[SchemaProblem]
     ) -> None:
         low, high = schema.get("minItems"), schema.get("maxItems")
         if isinstance(low, int) and len(value) < low:
@@ -393,7 +397,7 @@ class _Checker:
         if isinstance(high, int) and len(value) > high:
             out.append(SchemaProblem(path, f"must have at most {high} {'item' if high == 1 else 'items'}"))
         if schema.get("uniqueItems") is True:
-            seen: list[Any] = []
+            seen: list[object] = []
             for item in value:
                 if any(_same(item, s) for s in seen):
                     out.append(SchemaProblem(path, f"must not repeat {_preview(item)}"))
@@ -411,15 +415,18 @@ class _Checker:
             for index in range(start, len(value)):
                 self.check(items, value[index], _join(path, index), out)
 
-    def _check_combinators(self, schema: Mapping[str, Any], value: Any, path: str, out: list[SchemaProblem]) -> None:
-        for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
+    def _check_combinators(
+        self, schema: Mapping[str, object], value: object, path: str, out: list[SchemaProblem]
+    ) -> None:
+        every = schema.get("allOf")
+        for sub in every if isinstance(every, list) else []:
             if isinstance(sub, Mapping):
                 self.check(sub, value, path, out)
         for key in ("anyOf", "oneOf"):
             branches = schema.get(key)
             if not isinstance(branches, list) or not branches:
                 continue
-            results: list[tuple[Mapping[str, Any], list[SchemaProblem]]] = []
+            results: list[tuple[Mapping[str, object], list[SchemaProblem]]] = []
             for sub in branches:
                 if not isinstance(sub, Mapping):
                     continue
@@ -436,18 +443,19 @@ class _Checker:
                 choices = " or ".join(dict.fromkeys(self._describe(sub) for sub, _ in results))
                 out.append(SchemaProblem(path, f"must be {choices}, not {_preview(value)}"))
 
-    def _type_fits(self, schema: Mapping[str, Any], value: Any) -> bool:
+    def _type_fits(self, schema: Mapping[str, object], value: object) -> bool:
         schema = self.resolve(schema)
         declared = schema.get("type")
         if declared is None:
             return not (("properties" in schema or "required" in schema) and not isinstance(value, Mapping))
-        names = [declared] if isinstance(declared, str) else list(declared)
+        names = [declared] if isinstance(declared, str) else declared if isinstance(declared, list) else []
         return any(_is_type(value, n) for n in names if isinstance(n, str))
 
-    def _describe(self, schema: Mapping[str, Any]) -> str:
+    def _describe(self, schema: Mapping[str, object]) -> str:
         schema = self.resolve(schema)
-        if isinstance(schema.get("enum"), list):
-            return "one of " + ", ".join(_preview(o) for o in schema["enum"])
+        options = schema.get("enum")
+        if isinstance(options, list):
+            return "one of " + ", ".join(_preview(o) for o in options)
         declared = schema.get("type")
         if isinstance(declared, str):
             return _TYPE_NAMES.get(declared, declared)

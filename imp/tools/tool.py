@@ -102,7 +102,7 @@ class Tool:
         }
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
+def _is_async(fn: Callable[..., object]) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
     if inspect.iscoroutinefunction(fn):
@@ -111,7 +111,7 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
-def _documentation(fn: Callable[..., Any]) -> Docstring:
+def _documentation(fn: Callable[..., object]) -> Docstring:
     """The parsed docstring of a tool's function: a callable object's `__call__` docstring, or its
     class's when `__call__` has none; a partial's function's."""
     while isinstance(fn, functools.partial):
@@ -143,10 +143,10 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    schema: Mapping[str, Any] | None = None,
+    schema: Mapping[str, object] | None = None,
     timeout: float | None = None,
     sequential: bool = False,
-    metadata: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, object] | None = None,
     call_with: CallWith = "keywords",
     internal: bool = False,
     requires_approval: bool = False,
@@ -158,10 +158,10 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    schema: Mapping[str, Any] | None = None,
+    schema: Mapping[str, object] | None = None,
     timeout: float | None = None,
     sequential: bool = False,
-    metadata: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, object] | None = None,
     call_with: CallWith = "keywords",
     internal: bool = False,
     requires_approval: bool = False,
@@ -172,10 +172,10 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    schema: Mapping[str, Any] | None = None,
+    schema: Mapping[str, object] | None = None,
     timeout: float | None = None,
     sequential: bool = False,
-    metadata: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, object] | None = None,
     call_with: CallWith = "keywords",
     internal: bool = False,
     requires_approval: bool = False,
@@ -241,7 +241,7 @@ def tool(
 _IMP_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _warn_if_undescribed(function: Callable[..., Any], name: str, description: str) -> None:
+def _warn_if_undescribed(function: Callable[..., object], name: str, description: str) -> None:
     """Warn, naming what to add, when a tool tells the model nothing but names: no description, untyped parameters.
 
     A warning, not an error, as DSPy and pydantic-ai accept such tools: they run, but the model
@@ -282,7 +282,7 @@ def _caller_level() -> int:
     return level
 
 
-def _refuse_program(value: Any, refusal: str) -> None:
+def _refuse_program(value: object, refusal: str) -> None:
     """An imp program is not a tool (this room lies below programs, so it is known by its shape)."""
     if callable(getattr(value, "acall", None)) and hasattr(value, "signature") and not inspect.isroutine(value):
         raise TypeError(
@@ -291,7 +291,7 @@ def _refuse_program(value: Any, refusal: str) -> None:
         )
 
 
-def as_tool(value: Any, taker: str) -> Tool:
+def as_tool(value: object, taker: str) -> Tool:
     """A program's tool: an `imp.Tool` as it is, a plain function made one with `tool` (as DSPy
     does); anything else is refused, naming the program (`taker`) that was given it."""
     if isinstance(value, Tool):

@@ -1,9 +1,8 @@
 """Servers for the FastAPI example's tests, all on 127.0.0.1, each on its own event loop and thread.
 
-- `FakeOpenAI`: an OpenAI-compatible chat-completions server that plays the order agent's model:
-  it calls `order_status` for the order in the request, then `submit`s what the tool returned.
-  It counts the connections it holds and records a request whose client closed the connection
-  while it was being answered (an LM request cancelled in flight).
+- `OrderModel`: the order agent's model on the suite's fake provider (tests/fake_provider.py): it
+  calls `order_status` for the order in the request, then `submit`s what the tool returned; its
+  `snapshot()` says, by order id, what the provider answered, holds, and saw abandoned.
 - `AppServer`: uvicorn serving an app in a background thread, stopped like a real shutdown.
 - `AppProcess`: `python -m uvicorn fastapi_app:app` in a subprocess, configured by environment.
 - `load_example()`: docs/examples/fastapi_app.py as a module.
@@ -23,13 +22,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import uvicorn
+from fake_provider import FakeProvider, Received, Reply
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "fastapi_app.py"
 _ORDER_ID = re.compile(r"\[\[ ## order_id ## \]\]\s*(\S+)")
@@ -59,27 +59,9 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, interval: fl
     return predicate()
 
 
-class LoopThread:
-    """An asyncio event loop running forever in a daemon thread."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self._thread.start()
-
-    def run[T](self, coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
-        """Run `coro` on the loop and wait for its value."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        self.loop.close()
-
-
 @dataclass
 class ProviderStats:
-    """What the fake provider saw (read from the test thread under `FakeOpenAI.lock`)."""
+    """What the fake provider saw, by order id."""
 
     connections_open: int = 0
     connections_total: int = 0
@@ -93,130 +75,56 @@ class ProviderStats:
     """Order ids of every request, in arrival order."""
     errors: list[str] = field(default_factory=list)
     """Requests the fake could not read (a bug in the test or the client)."""
+    peak_in_flight: int = 0
+    """The most requests it was answering at once."""
 
 
-class FakeOpenAI:
-    """An OpenAI-compatible `/v1/chat/completions` on 127.0.0.1 playing the order agent's model.
+class OrderModel:
+    """The order agent's model, answering the requests of the suite's fake provider: it calls
+    `order_status` for the order in the request, then `submit`s what the tool returned.
 
-    Every answer waits `delay` seconds (or `delays[order_id]`) first, watching the connection:
-    a client that closes it meanwhile is recorded in `stats.aborted` and gets no answer.
+    Every answer waits `delay` seconds (or `delays[order_id]`) first, watching the connection: a
+    client that closes it meanwhile is recorded as aborted and gets no answer.
     """
 
     def __init__(self, *, delay: float = 0.0, delays: dict[str, float] | None = None) -> None:
         self.delay = delay
         self.delays = dict(delays or {})
-        self.lock = threading.Lock()
-        self.stats = ProviderStats()
-        self._loop = LoopThread("fake-openai")
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.port = 0
+        self.fake = FakeProvider(responder=self.answer)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return self.fake.base_url
 
-    def start(self) -> FakeOpenAI:
-        async def start() -> None:
-            self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=1024)
-            self.port = self._server.sockets[0].getsockname()[1]
-
-        self._loop.run(start())
+    def start(self) -> OrderModel:
+        self.fake.start()
         return self
 
     def stop(self) -> None:
-        async def stop() -> None:
-            if self._server is not None:
-                self._server.close()
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.fake.stop()
 
-        self._loop.run(stop())
-        self._loop.close()
+    def answer(self, received: Received) -> Reply:
+        order_id = _order_id(received.json)
+        return Reply(json=_completion(received.json, order_id), delay=self.delays.get(order_id, self.delay))
 
     def snapshot(self) -> ProviderStats:
-        with self.lock:
+        fake = self.fake
+        with fake.lock:
+            in_flight: dict[str, int] = {}
+            for received in fake.in_flight:
+                order_id = _order_id(received.json)
+                in_flight[order_id] = in_flight.get(order_id, 0) + 1
             return ProviderStats(
-                self.stats.connections_open,
-                self.stats.connections_total,
-                self.stats.requests,
-                self.stats.answered,
-                dict(self.stats.in_flight),
-                list(self.stats.aborted),
-                list(self.stats.seen),
-                list(self.stats.errors),
+                fake.connections_open,
+                fake.connections_total,
+                len(fake.requests),
+                len(fake.answered),
+                in_flight,
+                [_order_id(r.json) for r in fake.aborted_requests],
+                [_order_id(r.json) for r in fake.requests],
+                list(fake.errors),
+                fake.peak_in_flight,
             )
-
-    # --- one connection -------------------------------------------------------------------
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        with self.lock:
-            self.stats.connections_open += 1
-            self.stats.connections_total += 1
-        try:
-            while await self._one_request(reader, writer):
-                pass
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass  # the client went away, or the server is stopping
-        except Exception as exc:
-            with self.lock:
-                self.stats.errors.append(f"{type(exc).__name__}: {exc}")
-        finally:
-            with self.lock:
-                self.stats.connections_open -= 1
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-            self._tasks.discard(task)
-
-    async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        """Answer one request; False when the client closed the connection."""
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError:
-            return False
-        lines = head.decode("latin-1").split("\r\n")
-        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
-        body = json.loads(await reader.readexactly(int(headers.get("content-length", "0"))))
-        order_id = _order_id(body)
-        with self.lock:
-            self.stats.requests += 1
-            self.stats.seen.append(order_id)
-            self.stats.in_flight[order_id] = self.stats.in_flight.get(order_id, 0) + 1
-        try:
-            delay = self.delays.get(order_id, self.delay)
-            if delay > 0 and await _closed_within(reader, delay):
-                with self.lock:
-                    self.stats.aborted.append(order_id)
-                return False
-            payload = json.dumps(_completion(body, order_id)).encode()
-            writer.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                + f"content-length: {len(payload)}\r\n\r\n".encode()
-                + payload
-            )
-            await writer.drain()
-            with self.lock:
-                self.stats.answered += 1
-            return True
-        finally:
-            with self.lock:
-                self.stats.in_flight[order_id] -= 1
-                if not self.stats.in_flight[order_id]:
-                    del self.stats.in_flight[order_id]
-
-
-async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> bool:
-    """Wait `seconds`, watching the connection; True as soon as the client closes it."""
-    try:
-        async with asyncio.timeout(seconds):
-            return await reader.read(1) == b""  # httpx sends nothing more on this connection until answered
-    except TimeoutError:
-        return False
 
 
 def _order_id(body: dict[str, Any]) -> str:

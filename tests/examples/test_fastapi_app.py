@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from fastapi_harness import AppProcess, AppServer, FakeOpenAI, load_example
+from fastapi_harness import AppProcess, AppServer, OrderModel, load_example
 
 import imp
 
@@ -74,8 +74,8 @@ class SlowTool:
 
 
 @pytest.fixture
-def provider() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI(delay=LM_DELAY).start()
+def provider() -> Iterator[OrderModel]:
+    server = OrderModel(delay=LM_DELAY).start()
     try:
         yield server
     finally:
@@ -83,7 +83,7 @@ def provider() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
-def serve(provider: FakeOpenAI) -> Iterator[Callable[..., AppServer]]:
+def serve(provider: OrderModel) -> Iterator[Callable[..., AppServer]]:
     """Start the example app under uvicorn (stopped at the end of the test if still running)."""
     started: list[AppServer] = []
 
@@ -131,7 +131,7 @@ async def read_events_until(lines: AsyncIterator[str], kind: str) -> list[str]:
 # --- answers ------------------------------------------------------------------------------
 
 
-async def test_200_concurrent_requests_are_all_answered(provider: FakeOpenAI) -> None:
+async def test_200_concurrent_requests_are_all_answered(provider: OrderModel) -> None:
     # The app as deployed: the uvicorn command in its own process, settings from the environment.
     env = {
         "IMP_LM": "openai:fake-model",
@@ -152,12 +152,10 @@ async def test_200_concurrent_requests_are_all_answered(provider: FakeOpenAI) ->
                     "/ask", json={"order_id": order_id, "question": "Where is my order?"}
                 )
 
-            started = time.perf_counter()
-            with anyio.fail_after(60):
+            with anyio.fail_after(120):  # "did not hang", not a speed claim
                 async with anyio.create_task_group() as tg:
                     for order_id in order_ids:
                         tg.start_soon(ask, order_id)
-            elapsed = time.perf_counter() - started
     finally:
         output = server.stop()
     # uvicorn shuts down on SIGTERM, runs the lifespan's exit, then re-raises the signal.
@@ -169,10 +167,9 @@ async def test_200_concurrent_requests_are_all_answered(provider: FakeOpenAI) ->
     assert stats.requests == stats.answered == 2 * CONCURRENT  # a tool call, then submit
     assert stats.aborted == [] and stats.errors == []
     assert await eventually(lambda: provider.snapshot().connections_open == 0)
-    # The time is reported only when it fails: `make test`'s output is the progress dots alone.
-    assert elapsed < 30, (
-        f"{CONCURRENT} concurrent /ask (2 LM requests of {LM_DELAY * 1000:.0f} ms each): {elapsed:.2f} s"
-    )
+    # Served concurrently, counted rather than timed: the provider held many of the app's LM
+    # requests at once (one at a time, this is 1). How long it takes is a benchmark's question.
+    assert stats.peak_in_flight >= 10, stats.peak_in_flight
 
 
 async def test_stream_sends_the_run_events_then_the_result(serve: Callable[..., AppServer]) -> None:
@@ -206,7 +203,7 @@ async def test_stream_sends_the_run_events_then_the_result(serve: Callable[..., 
 
 
 async def test_a_request_past_its_deadline_is_answered_504_promptly(
-    serve: Callable[..., AppServer], provider: FakeOpenAI
+    serve: Callable[..., AppServer], provider: OrderModel
 ) -> None:
     provider.delays["A-9"] = 30.0
     server = serve()
@@ -216,9 +213,9 @@ async def test_a_request_past_its_deadline_is_answered_504_promptly(
         elapsed = time.perf_counter() - started
         assert response.status_code == 504
         assert response.json()["termination_cause"] == "deadline_exceeded"
-        assert 0.3 <= elapsed < 1.5
-        # The LM request was cancelled at the deadline, not left running at the provider.
-        assert await eventually(lambda: "A-9" in provider.snapshot().aborted)
+        assert elapsed >= 0.3  # no sooner than the deadline; the 30 s reply was never waited for:
+        # the LM request was cancelled at the deadline, not left running at the provider.
+        assert await eventually(lambda: "A-9" in provider.snapshot().aborted, within=10)
         stream = await client.post("/ask/stream", json={"order_id": "A-9", "question": "?", "deadline_seconds": 0.3})
         kinds = [kind for kind, _ in parse_sse(stream.text)]
         assert kinds[-1] == "error" and parse_sse(stream.text)[-1][1]["http_status"] == 504
@@ -228,7 +225,7 @@ async def test_a_request_past_its_deadline_is_answered_504_promptly(
 
 
 async def test_a_client_that_disconnects_cancels_the_in_flight_lm_request(
-    serve: Callable[..., AppServer], provider: FakeOpenAI, caplog: pytest.LogCaptureFixture
+    serve: Callable[..., AppServer], provider: OrderModel, caplog: pytest.LogCaptureFixture
 ) -> None:
     provider.delays["A-5"] = 30.0
     server = serve()
@@ -238,10 +235,7 @@ async def test_a_client_that_disconnects_cancels_the_in_flight_lm_request(
             tg.start_soon(functools.partial(client.post, "/ask", json={"order_id": "A-5", "question": "?"}))
             assert await eventually(lambda: "A-5" in provider.snapshot().in_flight)
             tg.cancel_scope.cancel()  # the client goes away: httpx closes its connection
-        gone = time.perf_counter()
         assert await eventually(lambda: "A-5" in provider.snapshot().aborted, within=3)
-        cancel_latency = time.perf_counter() - gone
-        assert cancel_latency < 1.0
         assert await eventually(lambda: "fastapi_app.client_gone order_id=A-5" in caplog.text)
         # Nothing went on for the gone client, and the service is still fine.
         await anyio.sleep(0.2)
@@ -251,7 +245,7 @@ async def test_a_client_that_disconnects_cancels_the_in_flight_lm_request(
 
 
 async def test_a_client_that_disconnects_cancels_the_running_tool(
-    serve: Callable[..., AppServer], provider: FakeOpenAI
+    serve: Callable[..., AppServer], provider: OrderModel
 ) -> None:
     slow = SlowTool()
     server = serve(tools=[slow.tool()])
@@ -267,7 +261,7 @@ async def test_a_client_that_disconnects_cancels_the_running_tool(
 
 
 async def test_a_stream_client_that_disconnects_cancels_the_running_tool(
-    serve: Callable[..., AppServer], provider: FakeOpenAI
+    serve: Callable[..., AppServer], provider: OrderModel
 ) -> None:
     slow = SlowTool()
     server = serve(tools=[slow.tool()])
@@ -284,7 +278,7 @@ async def test_a_stream_client_that_disconnects_cancels_the_running_tool(
 
 
 async def test_a_stream_client_that_disconnects_cancels_the_in_flight_lm_request(
-    serve: Callable[..., AppServer], provider: FakeOpenAI
+    serve: Callable[..., AppServer], provider: OrderModel
 ) -> None:
     provider.delays["A-3"] = 30.0
     server = serve()
@@ -302,7 +296,7 @@ async def test_a_stream_client_that_disconnects_cancels_the_in_flight_lm_request
 
 
 async def test_shutdown_closes_the_lm_connection_pool(
-    serve: Callable[..., AppServer], provider: FakeOpenAI, caplog: pytest.LogCaptureFixture
+    serve: Callable[..., AppServer], provider: OrderModel, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="fastapi_app")
     server = serve()
@@ -317,7 +311,7 @@ async def test_shutdown_closes_the_lm_connection_pool(
     assert lm is server.app.state.lm
 
 
-async def test_an_lm_left_open_keeps_its_connections(provider: FakeOpenAI) -> None:
+async def test_an_lm_left_open_keeps_its_connections(provider: OrderModel) -> None:
     """The control for the test above: without `aclose`, the provider still holds the connection."""
     lm = imp.lm("openai:fake-model", base_url=provider.base_url, api_key="sk-test-key")
     agent = imp.react(example.OrderQuestion, [example.order_status], lm=lm)

@@ -37,6 +37,9 @@ def build(name: str = "fake", **settings: Any) -> FastMCP:
     @server.tool()
     async def nap(seconds: float) -> str:
         """Sleep, then answer."""
+        started = os.environ.get("FAKE_SERVER_NAP_STARTED")
+        if started:  # tell the test the call is running here (a file is the one channel across processes)
+            await anyio.Path(started).write_text("napping")
         await anyio.sleep(seconds)
         return f"slept {seconds}"
 

@@ -35,6 +35,10 @@ class Watched:
         """The POSTed notifications of one method."""
         return [m for m in self.posted if m.get("method") == method and "id" not in m]
 
+    def requests(self, method: str) -> list[dict[str, Any]]:
+        """The POSTed requests of one method."""
+        return [m for m in self.posted if m.get("method") == method and "id" in m]
+
 
 def build(watched: Watched) -> FastMCP:
     server = FastMCP("live")
@@ -68,7 +72,10 @@ def build(watched: Watched) -> FastMCP:
         server.add_tool(extra, name="extra")
         server.remove_tool("shrinking")
         await ctx.session.send_tool_list_changed()
-        await anyio.sleep(0.5)  # the notice (on the GET stream) and the client's re-listing come first
+        # The notice (on the GET stream) and the client's re-listing come first. Nothing the server
+        # sees says the client has taken the new list in (its refresh runs in a task of its own),
+        # so this one pause stays (what the next step of a react turn offers depends on it).
+        await anyio.sleep(0.5)
         return "changed"
 
     @server.tool()

@@ -30,6 +30,14 @@ def fake(name: str = "fake", *args: str, env: dict[str, str] | None = None) -> d
     return {"name": name, "command": sys.executable, "args": [FAKE, *args], "env": env or {}}
 
 
+async def until(predicate: Callable[[], bool], within: float = 10.0) -> None:
+    """Wait until `predicate` holds (it reads what another process did, so there is no event to wait
+    on); fail after `within` seconds, a bound against a hang, not a speed claim."""
+    with anyio.fail_after(within):
+        while not predicate():  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+
+
 def _stat(pid: str) -> tuple[str, int, int] | None:
     try:
         text = Path(f"/proc/{pid}/stat").read_text()

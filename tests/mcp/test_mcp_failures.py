@@ -6,10 +6,11 @@ from __future__ import annotations
 import functools
 import os
 import uuid
+from pathlib import Path
 
 import anyio
 import pytest
-from mcp_helpers import fake, group_members, run, time_server, with_token
+from mcp_helpers import fake, group_members, run, time_server, until, with_token
 
 import imp
 from imp.mcp import MCPConnectionError, MCPToolNameError, MCPTools, connect
@@ -89,15 +90,16 @@ def test_a_call_after_the_import_closed_is_not_sent() -> None:
     assert result.error == "echo was not sent: the MCP import is closed."
 
 
-def test_a_call_running_when_the_import_closes_is_unknown() -> None:
-    server = fake()
+def test_a_call_running_when_the_import_closes_is_unknown(tmp_path: Path) -> None:
+    napping = tmp_path / "napping"
+    server = fake(env={"FAKE_SERVER_NAP_STARTED": str(napping)})
 
     async def body() -> list[ToolResult]:
         into: list[ToolResult] = []
         async with anyio.create_task_group() as tasks, connect([server], trusted=[server]) as tools:
             calls = [ToolCall("1", "nap", {"seconds": 30})]
             tasks.start_soon(functools.partial(run_tool_calls, calls, tools, into=into))
-            await anyio.sleep(0.5)
+            await until(napping.exists)  # the call is running at the server: now the import closes
         return into
 
     (result,) = run(body)

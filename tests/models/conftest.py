@@ -1,8 +1,8 @@
-"""Fixtures for the LM layer's tests: a fake provider on 127.0.0.1 and clients pointed at it."""
+"""Fixtures for the LM layer's tests: clients pointed at the fake provider (`fake`, tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 from fake_provider import FakeProvider
@@ -10,15 +10,6 @@ from lm_constants import FAST_RETRIES, SECRET
 
 from imp.models import lm
 from imp.models._http import HTTPLM
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    server = FakeProvider().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

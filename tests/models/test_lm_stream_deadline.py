@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import anyio
 import pytest
 from fake_provider import FakeProvider, Reply
@@ -18,14 +16,8 @@ REST = 'data: {"choices":[{"index":0,"delta":{"content":"is"},"finish_reason":"s
 
 
 def _stalling() -> Reply:
-    """The first event at once, then nothing for 3 s (a server that hung mid-answer)."""
-    return Reply(
-        200,
-        body=FIRST + REST,
-        headers={"content-type": "text/event-stream"},
-        chunk_size=len(FIRST),
-        chunk_delay=3.0,
-    )
+    """The first event at once, then nothing (a server that hung mid-answer) until the client gives up."""
+    return Reply(200, pieces=[FIRST, REST], headers={"content-type": "text/event-stream"}, fault="stall_mid_stream")
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -43,15 +35,13 @@ def test_a_stream_stalled_at_the_deadline_raises_deadline_exceeded(
     async def main() -> None:
         client = lm("openai:m", base_url=fake.base_url, retry_policy=FAST_RETRIES, timeout=30.0)
         async with client:
-            started = time.monotonic()
             deltas: list[str] = []
             try:
-                with imp.deadline(0.4):
+                with imp.deadline(2.0):  # time enough for the first event to arrive on a loaded machine
                     async for event in client.stream(HI):
                         deltas.append(event.delta)
             except Exception as exc:  # the test looks at what arrived
                 seen["error"] = exc
-            seen["elapsed"] = time.monotonic() - started
             seen["deltas"] = deltas
 
     anyio.run(main, backend=backend)
@@ -59,7 +49,7 @@ def test_a_stream_stalled_at_the_deadline_raises_deadline_exceeded(
     assert isinstance(error, imp.DeadlineExceeded), repr(error)
     assert not isinstance(error, imp.LMError)
     assert seen["deltas"] == ["Par"]
-    assert isinstance(seen["elapsed"], float) and seen["elapsed"] < 1.5
+    assert fake.aborted.wait(5), "the stalled stream was closed by the client, not left open"
     assert len(fake.requests) == 1, "nothing past the deadline is retried"
 
 
@@ -68,7 +58,7 @@ def test_a_stream_stalled_before_the_deadline_is_a_retryable_stream_broken(fake:
     fake.add(_stalling())
 
     async def main() -> None:
-        async with lm("openai:m", base_url=fake.base_url, retry_policy=FAST_RETRIES, timeout=0.3) as client:
+        async with lm("openai:m", base_url=fake.base_url, retry_policy=FAST_RETRIES, timeout=2.0) as client:
             with pytest.raises(imp.StreamBroken) as info:
                 async for _ in client.stream(HI):
                     pass

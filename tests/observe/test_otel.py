@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from fake_openai import FakeOpenAI, completion
+from fake_provider import FakeProvider, Reply, chat_completion
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -76,12 +76,11 @@ async def lookup(city: str) -> str:
 
 
 async def _react_run(*, include_content: bool = False, sink: OtelSink | None = None) -> imp.Prediction:
-    with FakeOpenAI() as fake:
+    with FakeProvider() as fake:
         fake.add(
-            (429, {"error": {"message": "slow down", "code": "rate_limit_exceeded"}}),
-            (
-                200,
-                completion(
+            Reply(429, json={"error": {"message": "slow down", "code": "rate_limit_exceeded"}}),
+            Reply(
+                json=chat_completion(
                     "Check both.",
                     [("c1", "lookup", {"city": "Oslo"}), ("c2", "lookup", {"city": f"Rome {SECRET}"})],
                     prompt=120,
@@ -90,7 +89,11 @@ async def _react_run(*, include_content: bool = False, sink: OtelSink | None = N
                     reasoning=12,
                 ),
             ),
-            (200, completion("[[ ## answer ## ]]\nboth sunny\n\n[[ ## completed ## ]]", prompt=200, completion=8)),
+            Reply(
+                json=chat_completion(
+                    "[[ ## answer ## ]]\nboth sunny\n\n[[ ## completed ## ]]", prompt=200, completion=8
+                )
+            ),
         )
         lm = imp.lm("openai:gpt-4o", api_key=SECRET, base_url=fake.base_url, retry_policy=FAST, timeout=5.0)
         async with lm:
@@ -352,8 +355,12 @@ def test_a_context_projection_is_a_span_event() -> None:
 
 def test_the_clients_own_default_options_are_reported_under_the_requests(exporter: InMemorySpanExporter) -> None:
     async def run() -> None:
-        with FakeOpenAI() as fake:
-            fake.add((200, completion("[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", prompt=9, completion=3)))
+        with FakeProvider() as fake:
+            fake.add(
+                Reply(
+                    json=chat_completion("[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", prompt=9, completion=3)
+                )
+            )
             lm = imp.lm("openai:gpt-4o", api_key=SECRET, base_url=fake.base_url, temperature=0.3, max_tokens=64)
             async with lm:
                 qa = imp.predict("question -> answer", lm=lm, config={"max_tokens": 32})

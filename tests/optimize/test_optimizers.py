@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+import io
+import logging
 import random
 import re
 from pathlib import Path
@@ -78,6 +81,17 @@ async def test_bootstrap_runs_the_trainset_concurrently() -> None:
     program = imp.predict("word -> answer", lm=imp.StaticLM(handler))
     await BootstrapFewShot(metric, concurrency=5).compile(program, trainset=examples())
     assert peak == 5
+
+
+async def test_bootstrap_stops_at_max_errors_with_an_imp_error_naming_the_last() -> None:
+    def handler(messages: list[Any], options: dict[str, Any]) -> dict[str, Any]:
+        raise imp.RateLimited("slow down", status=429)
+
+    program = imp.predict("word -> answer", lm=imp.StaticLM(handler))
+    with pytest.raises(imp.OptimizationError, match="max_errors=2 reached; last error: RateLimited") as caught:
+        await BootstrapFewShot(metric, max_errors=2, concurrency=1).compile(program, trainset=examples())
+    assert isinstance(caught.value, imp.ImpError) and isinstance(caught.value, RuntimeError)
+    assert caught.value.max_errors == 2 and isinstance(caught.value.__cause__, imp.RateLimited)
 
 
 def test_options_are_checked_when_built() -> None:
@@ -298,18 +312,81 @@ async def test_gepa_rewrites_tool_descriptions_only_when_asked() -> None:
     assert asked.result is not None and asked.result.best_score == 1.0
 
 
-async def test_gepa_progress_shows_the_best_score_and_the_budget_spent(capsys: pytest.CaptureFixture[str]) -> None:
+async def test_gepa_progress_is_logged_with_the_best_score_and_the_budget_spent(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
     program = imp.predict("word -> answer", lm=student())
+    caplog.set_level(logging.INFO, logger="imp")
     await GEPA(metric, reflection_lm=reflection(), max_metric_calls=60, seed=3).compile(
         program, trainset=examples()[:6], valset=examples()[6:]
     )
-    lines = capsys.readouterr().err.splitlines()
-    assert lines[0] == "GEPA: candidate 0 (seed) scored 0.000; best 0.000; 4 of 60 metric calls"
-    assert lines[1].startswith("GEPA: candidate 1 (reflection) scored 1.000; best 1.000;")
+    lines = [r.msg for r in caplog.records if isinstance(r.msg, dict) and r.msg.get("event") == "gepa_candidate"]
+    assert {k: lines[0][k] for k in ("candidate", "origin", "score", "best", "metric_calls", "budget")} == {
+        "candidate": 0,
+        "origin": "seed",
+        "score": 0.0,
+        "best": 0.0,
+        "metric_calls": 4,
+        "budget": 60,
+    }
+    assert (lines[1]["candidate"], lines[1]["origin"], lines[1]["score"], lines[1]["best"]) == (
+        1,
+        "reflection",
+        1.0,
+        1.0,
+    )
+    assert all(r.levelno == logging.INFO for r in caplog.records if r.msg in lines)
+    assert capsys.readouterr().err == ""  # nothing printed: the host's logging decides what is shown
+    caplog.clear()
     await GEPA(metric, reflection_lm=reflection(), max_metric_calls=60, progress=False).compile(
         program, trainset=examples()[:6], valset=examples()[6:]
     )
-    assert capsys.readouterr().err == ""
+    assert [r for r in caplog.records if isinstance(r.msg, dict) and r.msg.get("event") == "gepa_candidate"] == []
+
+
+def test_gepa_progress_reads_as_a_line_on_imp_s_configured_log() -> None:
+    stream = io.StringIO()
+    imp.configure_logging(stream=stream)
+    try:
+        anyio.run(
+            lambda: GEPA(metric, reflection_lm=reflection(), max_metric_calls=60, seed=3).compile(
+                imp.predict("word -> answer", lm=student()), trainset=examples()[:6], valset=examples()[6:]
+            )
+        )
+    finally:
+        imp.reset_logging()
+    first = next(line for line in stream.getvalue().splitlines() if "gepa_candidate" in line)
+    assert "candidate=0" in first and "origin=seed" in first and "budget=60" in first and "metric_calls=4" in first
+
+
+def test_gepa_options_are_one_documented_record() -> None:
+    from imp.optimize import GEPAOptions
+    from imp.optimize._gepa_options import DEFAULTS
+
+    assert set(GEPAOptions.__annotations__) == set(DEFAULTS)
+    doc = imp.GEPA.__doc__ or ""
+    assert "GEPAOptions" in doc and "Args:" in doc
+    source = Path(inspect.getsourcefile(GEPAOptions) or "").read_text()
+    for name in DEFAULTS:  # each option has a docstring saying its default
+        after = source.split(f"    {name}: ", 1)[1]
+        assert after.split("\n", 1)[1].lstrip().startswith('"""'), name
+        assert "Default" in after.split('"""')[1], name
+    optimizer = GEPA(metric, reflection_lm=reflection(), auto="light", concurrency=8)
+    assert optimizer.options["concurrency"] == 8 and optimizer.options["use_merge"] is True
+    assert optimizer.options["proposals_at_once"] == optimizer.proposals_at_once == 2 * 8 // 3
+
+
+def test_an_unknown_gepa_option_is_refused_with_the_close_name_or_dspy_s_equivalent() -> None:
+    with pytest.raises(
+        TypeError, match=r"GEPA has no option 'reflection_minibatch': did you mean 'reflection_minibatch_size'"
+    ):
+        GEPA(metric, reflection_lm=reflection(), auto="light", reflection_minibatch=2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"no option 'num_threads' \(DSPy's\); give concurrency="):
+        GEPA(metric, reflection_lm=reflection(), auto="light", num_threads=4)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="progress is True or False"):
+        GEPA(metric, reflection_lm=reflection(), auto="light", progress="yes")  # type: ignore[typeddict-item]
+    with pytest.raises(ValueError, match="timeout is a positive number"):
+        GEPA(metric, reflection_lm=reflection(), auto="light", timeout=0)
 
 
 async def test_gepa_checkpoints_to_its_log_directory_and_resumes(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ if not hasattr(ray, "init"):  # a checkout in a folder named `ray` is a namespac
     pytest.skip("the Ray tier needs Ray: make test-ray", allow_module_level=True)
 
 HERE = Path(__file__).resolve().parent
-for folder in (HERE, HERE.parent / "models"):
+for folder in (HERE, HERE.parent):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 

@@ -189,6 +189,7 @@ async def test_a_worker_that_cannot_start_is_a_clear_error(cluster: Any, fake: F
     from ray_support import broken_lm
 
     with pytest.raises(
-        RuntimeError, match=r"a worker could not start: .*RuntimeError: OPENAI_API_KEY is not set on this worker"
+        imp.ray.WorkerStartError,
+        match=r"a worker could not start: .*RuntimeError: OPENAI_API_KEY is not set on this worker",
     ):
         await imp.ray.evaluate(program_for(fake), devset(4), metric, lm_factory=broken_lm, progress=False)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -143,17 +142,20 @@ async def test_an_async_sink_passed_directly_is_reported_not_left_unawaited(capl
 
 async def test_a_buffered_slow_sink_never_slows_the_program() -> None:
     received: list[str] = []
+    release = anyio.Event()  # the sink cannot finish any event until the call has returned
 
     async def slow(event: Event) -> None:
-        await anyio.sleep(0.05)
+        await release.wait()
         received.append(event.kind)
 
     program = imp.predict("question -> answer", lm=answering())
     async with buffered_sink(slow, max_queue=100) as sink:
-        started = time.perf_counter()
-        await imp.call(program, question="q", on_event=sink)
-        took = time.perf_counter() - started
-    assert took < 0.05  # four events, 0.2 s of sink work, none of it on the call's path
+        with anyio.fail_after(10):  # were the sink's work on the call's path, the call would wait forever
+            await imp.call(program, question="q", on_event=sink)
+        # The call returned while the sink was still stuck on its first event: none of the sink's
+        # work is on the call's path (counted, not timed).
+        assert received == [] and sink.delivered == 0
+        release.set()
     assert received == ["run_started", "model_request", "model_response", "run_finished"]
     assert (sink.delivered, sink.dropped, sink.failed) == (4, 0, 0)
 
@@ -185,11 +187,10 @@ async def test_the_drain_timeout_bounds_the_end_of_the_block() -> None:
     async def stuck(event: Event) -> None:
         await anyio.sleep(10)
 
-    started = time.perf_counter()
-    async with buffered_sink(stuck, drain_timeout=0.1) as sink:
-        for n in range(3):
-            sink(Event(n, "c", None, "x", 0.0, {}))
-    assert time.perf_counter() - started < 1.0
+    with anyio.fail_after(5):  # the stuck sink would hold the block 10 s: "did not wait for it", not a speed claim
+        async with buffered_sink(stuck, drain_timeout=0.1) as sink:
+            for n in range(3):
+                sink(Event(n, "c", None, "x", 0.0, {}))
     assert sink.delivered == 0 and sink.dropped == 2  # one was being delivered when the block ended
 
 

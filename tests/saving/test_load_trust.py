@@ -9,13 +9,12 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_provider import FakeProvider, Reply, chat_completion
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,39 +42,24 @@ def _saved(lm: Any = None, **program: Any) -> dict[str, Any]:
 
 
 class _Recorder:
-    """A server on 127.0.0.1 that answers like an OpenAI-compatible one and keeps each request's headers."""
+    """The fake provider answering like an OpenAI-compatible server; `headers` are each request's, lower-cased."""
 
     def __init__(self) -> None:
-        self.headers: list[dict[str, str]] = []
-        recorder = self
+        answer = Reply(json=chat_completion("[[ ## answer ## ]]\nhi", model="m"))
+        self.provider = FakeProvider(responder=lambda received: answer).start()
+        self.url = self.provider.base_url
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                recorder.headers.append({k.lower(): v for k, v in self.headers.items()})
-                body = json.dumps(
-                    {"choices": [{"message": {"role": "assistant", "content": "[[ ## answer ## ]]\nhi"}}], "model": "m"}
-                ).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        with self.provider.lock:
+            return [{k.lower(): v for k, v in r.headers.items()} for r in self.provider.requests]
 
 
 @pytest.fixture
 def recorder() -> Iterator[_Recorder]:
     server = _Recorder()
     yield server
-    server.server.shutdown()
-    server.server.server_close()
+    server.provider.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from imp.tools import check_arguments, decode_arguments
 from imp.tools.schema import describe_problems
@@ -143,3 +145,39 @@ def test_decode_refuses_what_is_not_an_object(raw: object) -> None:
     arguments, reason = decode_arguments(raw)
     assert arguments is None
     assert reason is not None and reason.startswith("are not a JSON object")
+
+
+_KEYWORDS = (
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "minProperties",
+    "items",
+    "prefixItems",
+    "enum",
+    "const",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "$ref",
+    "minLength",
+    "maximum",
+    "multipleOf",
+)
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYWORDS), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(_KEYWORDS), _JSON_VALUES, max_size=4), _JSON_VALUES)
+def test_any_schema_from_a_server_checks_any_arguments_without_raising(schema: dict[str, Any], value: object) -> None:
+    """A schema is read as data (an MCP server's, a saved tool's): a keyword of the wrong JSON kind
+    (a `type` that is a number, an `allOf` that is text, a `minProperties` that is a string) is
+    ignored, never a crash, and the answer is a list of readable problems."""
+    problems = check_arguments(schema, {"x": value})
+    assert isinstance(problems, list)
+    assert all(isinstance(p.path, str) and isinstance(p.message, str) for p in problems)

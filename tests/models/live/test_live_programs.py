@@ -18,8 +18,8 @@ import pytest
 from live_support import GEMMA3, LiveModel
 
 import imp
+from imp.exchanges import recent_exchanges
 from imp.models._http import HTTPLM
-from imp.runtime.trace import recent_exchanges
 
 pytestmark = pytest.mark.live
 

@@ -424,8 +424,19 @@ async def test_a_hanging_lm_under_a_deadline() -> None:
 
 
 async def test_one_steps_calls_run_concurrently_in_call_order() -> None:
+    running = 0
+    all_in: anyio.Event | None = None
+
     async def wait(seconds: float) -> float:
-        await anyio.sleep(seconds)
+        """Finish only once all eight calls of the step are running at once (counted, not timed)."""
+        nonlocal running, all_in
+        all_in = all_in or anyio.Event()
+        running += 1
+        if running == 8:
+            all_in.set()
+        with anyio.fail_after(10):
+            await all_in.wait()
+        await anyio.sleep(seconds)  # and finish out of call order
         return seconds
 
     waiter = imp.tool(wait, name="wait", description="Wait.")
@@ -436,10 +447,8 @@ async def test_one_steps_calls_run_concurrently_in_call_order() -> None:
             {"reply": "done", "tool_calls": []},
         ]
     )
-    start = anyio.current_time()
     prediction = await imp.call(imp.react("ticket -> reply", [waiter], lm=lm), ticket="t")
-    assert anyio.current_time() - start < 0.6
-    assert results(prediction) == delays
+    assert running == 8 and results(prediction) == delays
     tool_ids = [m["tool_call_id"] for m in lm.requests[1].messages if m["role"] == "tool"]
     assert tool_ids == [f"call_1_{i}" for i in range(8)]
 

@@ -1,4 +1,9 @@
-"""A bounded record of recent LM exchanges, printed (redacted) by `imp.inspect_history`."""
+"""A bounded record of recent LM exchanges, printed (redacted) by `imp.inspect_history`.
+
+Programs write it (`record_exchange`, around each request they send); `imp.inspect_history`, the
+OpenTelemetry spans and the recorder read it. It sits above the LM clients, whose replies it keeps,
+and above the settings, which size it (`history_size`).
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from imp._redact import redact, redact_text
+from imp.models.base import LMResponse
 from imp.records import Message, content_text
 from imp.settings import process_settings
-
-if TYPE_CHECKING:
-    from imp.models.base import LMResponse  # a type only: the models layer sits above this one
 
 __all__ = ["Exchange", "inspect_history", "program_label", "record_exchange", "recent_exchanges"]
 
@@ -57,7 +60,7 @@ _RECENT: deque[_Record] = deque(maxlen=process_settings().history_size)
 def record_exchange(
     model: str,
     messages: Sequence[Message],
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     response: LMResponse | None,
     error: str | None = None,
     *,
