@@ -43,6 +43,7 @@ IMPORT_NAMES = {
     "ag-ui-protocol": ("ag_ui",),
     "opentelemetry-api": ("opentelemetry",),
     "opentelemetry-sdk": ("opentelemetry",),
+    "pysqlite3-binary": ("pysqlite3",),
 }
 """The import names of distributions whose import name is not their project name, for when the
 distribution is not installed here (installed ones are read from their metadata)."""

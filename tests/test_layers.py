@@ -48,6 +48,7 @@ ROOMS = [
     "imp.observe",
     "imp.evaluation",
     "imp.optimize",
+    "imp.durable",
     "imp.ray",
     "imp.acp",
     "imp.agui",

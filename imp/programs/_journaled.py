@@ -34,4 +34,5 @@ async def journaled_request(
         return await streamed_request(tap, target, messages, options, reads)
 
     sent: dict[str, Any] = {**lm.defaults, **options} if lm.defaults else dict(options)
-    return await scope.exchange(lm, messages, sent, send)
+    response: LMResponse = await scope.exchange(lm, messages, sent, send)
+    return response

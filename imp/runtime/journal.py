@@ -19,8 +19,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
+# The LM and its response are named loosely here: runtime/ sits below models/, which imports it.
+LM = Any
+LMResponse = Any
+
 if TYPE_CHECKING:
-    from imp.models.base import LM, LMResponse
     from imp.prediction import Prediction
     from imp.records import Message, ToolCall, ToolResult
 
