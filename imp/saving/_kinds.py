@@ -68,7 +68,9 @@ def _predict_loader(cls: type[Predict]) -> Callable[[Mapping[str, Any], Loader],
     return load_predict
 
 
-_PREDICT_KEYS = frozenset({"signature", "demos", "config", "adapter", "adapter_opts", "json_fallback", "lm"})
+_PREDICT_KEYS = frozenset(
+    {"signature", "demos", "config", "adapter", "adapter_opts", "json_fallback", "lm", "validate", "max_retries"}
+)
 register_program_kind(ProgramKind("predict", Predict, _dump_predict, _predict_loader(Predict), _PREDICT_KEYS))
 register_program_kind(
     ProgramKind("chain_of_thought", ChainOfThought, _dump_predict, _predict_loader(ChainOfThought), _PREDICT_KEYS)
@@ -92,7 +94,17 @@ def _dump_tool(tool: Tool, saver: Saver) -> dict[str, Any]:
 
 
 _TOOL_KEYS = frozenset(
-    {"name", "description", "parameters", "runner", "timeout", "sequential", "call_with", "metadata"}
+    {
+        "name",
+        "description",
+        "parameters",
+        "runner",
+        "timeout",
+        "sequential",
+        "call_with",
+        "metadata",
+        "requires_approval",
+    }
 )
 
 
@@ -198,6 +210,8 @@ _REACT_KEYS = _LOOP_KEYS | {
     "unsent_note",
     "history_replay",
     "extract_instructions",
+    "validate",
+    "max_retries",
 }
 register_program_kind(ProgramKind("react", ReAct, _dump_react, _load_react, _REACT_KEYS))
 
