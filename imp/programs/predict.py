@@ -429,7 +429,15 @@ class Predict(Program):
         # walk (benchmarks/concurrency.py).
         if self.validate is not None or self.max_retries:
             return await _checked_call[0](self, inputs)
-        signature, values, lm, adapter, config = prepare_call(self, inputs)
+        # `prepare_call`, inlined: no tuple made on the way in (benchmarks/concurrency.py counts per call).
+        signature = self.signature
+        config = self.config
+        if "config" in inputs and "config" not in signature.inputs:
+            per_call = check_config(inputs.pop("config"), option="the per-call config")
+            config = {**config, **per_call}
+        values = prepare_inputs(signature, inputs)
+        lm = resolve_lm(self.lm)
+        adapter = self.adapter or settings().adapter or _DEFAULT_ADAPTER
         opts = self._format_options
         # Entered and left by hand, not `with`: a `with` keeps the bound `__exit__` alive across the
         # await, one more object per call in flight for the garbage collector to walk.
