@@ -193,6 +193,11 @@ async def call(
             return await _call(program, merged, authorize, on_event, options)
         finally:
             current_journal_scope.reset(token)
+    if on_event is None and authorize is None and not run_needed():
+        # The plain call awaits the program itself: no `_call` frame per call in flight.
+        left = time_left()
+        if left is None or program.handles_deadline:
+            return await (program.acall(merged, **options) if options else program.acall(merged))
     return await _call(program, merged, authorize, on_event, options)
 
 
