@@ -106,6 +106,7 @@ async def stream(
         send.send_nowait(_Done(None))
 
     task = _spawn(run)
+    reader = _Reader(task, lambda: send.send_nowait(_Done(RuntimeError(_READER_GONE))))
     try:
         async with receive:
             async for item in receive:
@@ -113,8 +114,10 @@ async def stream(
                     if item.error is not None:
                         raise item.error
                     return
+                reader.follow()
                 yield item
     finally:
+        reader.stop()
         await task.cancel_and_wait()
         send.close()
 
@@ -130,6 +133,53 @@ class _Task:
         self.cancel()
         with anyio.CancelScope(shield=True):
             await self.done.wait()
+
+
+_READER_GONE = (
+    "this stream's run was cancelled when the task reading it was cancelled or failed; start a new imp.stream"
+)
+
+
+class _Reader:
+    """Cancels the run when the task reading the stream is cancelled or fails while the stream
+    waits at a part.
+
+    A consumer cancelled outside the generator leaves it suspended, unclosed until garbage
+    collection: FastAPI's SSE endpoints read a generator from a producer task that is cancelled
+    when the client goes away, and the LM request would run on meanwhile. Watched on asyncio only;
+    trio closes a dropped generator through its own hooks.
+    """
+
+    __slots__ = ("_end", "_run", "_task")
+
+    def __init__(self, run: _Task, end: Callable[[], None]) -> None:
+        self._run = run
+        self._end = end
+        self._task: asyncio.Task[Any] | None = None
+
+    def _ended(self, task: asyncio.Task[Any]) -> None:
+        # A reader that returned may have handed the stream on; one cancelled or failed has not.
+        if task.cancelled() or task.exception() is not None:
+            self._run.cancel()
+            self._end()  # a later reader is told so, not left waiting
+
+    def follow(self) -> None:
+        """Watch the task that reads now (the generator may be handed from one task to another)."""
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:  # not on asyncio
+            return
+        if current is self._task:
+            return
+        self.stop()
+        if current is not None:
+            current.add_done_callback(self._ended)
+            self._task = current
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.remove_done_callback(self._ended)
+            self._task = None
 
 
 def _spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> _Task:

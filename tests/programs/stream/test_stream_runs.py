@@ -76,6 +76,46 @@ async def test_a_break_without_aclosing_cancels_the_run_too() -> None:
     assert lm.closed == 1 and lm.streams == 1
 
 
+async def test_a_reader_cancelled_outside_the_stream_cancels_the_run() -> None:
+    # FastAPI's SSE producer: it pulls a part, is cancelled while handing it on (not inside the
+    # generator), and the generator stays referenced and unclosed; the LM stream must still end.
+    lm = ChunkedLM(scripted("[[ ## answer ## ]]\n" + "word " * 400), 5, delay=0.01)
+    parts = imp.stream(imp.predict("question -> answer", lm=lm), question="q")
+    got_one = anyio.Event()
+
+    async def read() -> None:
+        async for _ in parts:
+            got_one.set()
+            await anyio.sleep(30)  # cancelled here, outside the generator
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            await got_one.wait()
+            tg.cancel_scope.cancel()
+        while lm.closed == 0:  # noqa: ASYNC110 - the run's task is cancelled from a callback
+            await anyio.sleep(0.01)
+    assert lm.closed == 1 and lm.streams == 1
+    with anyio.fail_after(2), pytest.raises(RuntimeError, match=r"start a new imp\.stream"):
+        await anext(parts)  # read again later: told so, never left waiting
+
+
+async def test_a_stream_handed_to_another_task_keeps_running() -> None:
+    lm = ChunkedLM(scripted("[[ ## answer ## ]]\n" + "word " * 20), 5, delay=0.01)
+    parts = imp.stream(imp.predict("question -> answer", lm=lm), question="q")
+
+    async def first() -> str:
+        part = await anext(parts)
+        return part.kind
+
+    async with anyio.create_task_group() as tg:  # the first reader's task ends here
+        tg.start_soon(first)
+    with anyio.fail_after(5):
+        rest = [p async for p in parts]
+    assert rest[-1].kind == "final" and rest[-1].prediction is not None
+    assert rest[-1].prediction.answer.startswith("word") and lm.closed == 0
+
+
 @both_backends
 async def test_cancelling_the_reader_cancels_the_running_tool() -> None:
     started, cancelled = anyio.Event(), []
