@@ -29,8 +29,8 @@ import anyio
 
 from imp._redact import is_secret_key
 from imp.models._log import log_cache_failure
-from imp.models.base import LMResponse, Usage
-from imp.records import ToolCall
+from imp.models._response import LMResponse
+from imp.records import ToolCall, Usage
 
 __all__ = [
     "CacheStats",
