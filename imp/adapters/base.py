@@ -146,7 +146,7 @@ def tries_fields(signature: Signature, text: str) -> bool:
     return False
 
 
-def _arity(fn: Callable[..., Any]) -> int:
+def _arity(fn: Callable[..., object]) -> int:
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):

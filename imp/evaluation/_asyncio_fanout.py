@@ -24,7 +24,7 @@ from typing import Any
 
 __all__ = ["Worker", "asyncio_workers", "running_on_asyncio"]
 
-type Worker = Callable[[Callable[[], object], Callable[[], bool]], Coroutine[Any, Any, None]]
+type Worker = Callable[[Callable[[], object], Callable[[], bool]], Coroutine[object, object, None]]
 """A worker: `worker(stop, cancelled)` takes items until none are left, `stop()` is called, or
 `cancelled()` says its task has a cancellation pending."""
 

@@ -91,11 +91,11 @@ class _Shape:
     returns: tuple[str, ...] | None
 
 
-def _where(fn: Callable[..., Any]) -> str:
+def _where(fn: Callable[..., object]) -> str:
     return f"@imp.fn {getattr(fn, '__qualname__', fn)!r}"
 
 
-def _function_node(fn: Callable[..., Any]) -> ast.FunctionDef | ast.AsyncFunctionDef:
+def _function_node(fn: Callable[..., object]) -> ast.FunctionDef | ast.AsyncFunctionDef:
     try:
         source = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
@@ -109,14 +109,14 @@ def _function_node(fn: Callable[..., Any]) -> ast.FunctionDef | ast.AsyncFunctio
     raise FunctionError(f"{_where(fn)}: its definition was not found in its source")
 
 
-def _namespace(fn: Callable[..., Any]) -> dict[str, Any]:
+def _namespace(fn: Callable[..., object]) -> dict[str, Any]:
     names = dict(fn.__globals__)
     closure = inspect.getclosurevars(fn)
     names.update(closure.nonlocals)
     return names
 
 
-def _evaluate(expr: ast.expr, names: Mapping[str, object], fn: Callable[..., Any]) -> Any:
+def _evaluate(expr: ast.expr, names: Mapping[str, object], fn: Callable[..., object]) -> Any:
     code = compile(ast.Expression(expr), f"<{fn.__name__} declaration>", "eval")
     try:
         return eval(code, dict(names))  # the user's own declaration, evaluated as Python would
@@ -131,7 +131,7 @@ def _is_out_call(value: ast.expr | None) -> bool:
     return (isinstance(func, ast.Name) and func.id == "out") or (isinstance(func, ast.Attribute) and func.attr == "out")
 
 
-def _shape(fn: Callable[..., Any], instructions: str | None = None) -> _Shape:
+def _shape(fn: Callable[..., object], instructions: str | None = None) -> _Shape:
     """Read a function's parameters, return annotation and body into a signature."""
     where = _where(fn)
     try:
@@ -255,7 +255,7 @@ def _adapter(adapter: Adapter | AdapterName | None, template: Any) -> Adapter:
 class FunctionProgram(Program):
     """A typed function run by an LM: call it like the function, or `.predict(...)` for the Prediction."""
 
-    fn: Callable[..., Any]
+    fn: Callable[..., object]
     signature: Signature
     program: Program
     returns: tuple[str, ...] | None = None
@@ -272,7 +272,7 @@ class FunctionProgram(Program):
         object.__setattr__(self, "__wrapped__", self.fn)
 
     @classmethod
-    def build(cls, fn: Callable[..., Any], **options: Any) -> FunctionProgram:
+    def build(cls, fn: Callable[..., object], **options: Any) -> FunctionProgram:
         """Read `fn` and build its program (`predict`, or `react` when `tools=` is given)."""
         unknown = sorted(set(options) - _OPTIONS)
         if unknown:
@@ -434,7 +434,7 @@ class FunctionProgram(Program):
         return f"FunctionProgram({self.name}: {', '.join(self.signature.inputs)} -> {outputs})"
 
 
-def fn(function: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+def fn(function: Callable[..., object] | None = None, /, **options: Any) -> Any:
     """Make a typed function a program: `@imp.fn`, or `@imp.fn(lm=..., adapter=..., template=..., tools=[...])`."""
     if function is None:
         return lambda f: FunctionProgram.build(f, **options)
