@@ -331,12 +331,12 @@ def _repair(text: str) -> Any:
     return root
 
 
-def _key_text(value: Any) -> str:
+def _key_text(value: object) -> str:
     """A bare key's text (`{1: "a"}` has the key "1")."""
     return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
 
 
-def _put(stack: list[Any], keys: list[Any], value: Any) -> None:
+def _put(stack: list[Any], keys: list[Any], value: object) -> None:
     top = stack[-1]
     if isinstance(top, list):
         top.append(value)

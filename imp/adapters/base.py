@@ -210,7 +210,7 @@ class Adapter(abc.ABC):
 
     # --- formatting ----------------------------------------------------------------------
 
-    def format(self, signature: Signature, inputs: Mapping[str, object], **options: Any) -> list[Message]:
+    def format(self, signature: Signature, inputs: Mapping[str, object], **options: object) -> list[Message]:
         """The messages for one request: system, demos, history turns, then the request."""
         return self.format_with(signature, inputs, FormatOptions.read(options))
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any
 
 __all__ = ["Worker", "asyncio_workers", "running_on_asyncio"]
 

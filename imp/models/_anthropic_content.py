@@ -64,11 +64,11 @@ class AnthropicContent:
             self._writer = anthropic_media_writer(self._lm)
         return self._writer
 
-    def blocks(self, content: Any) -> list[dict[str, Any]]:
+    def blocks(self, content: object) -> list[dict[str, Any]]:
         """A user message's content as blocks: text, and each media value where it stands."""
         return written_parts(content, "text", self._media)
 
-    def tool_result(self, content: Any) -> str | list[dict[str, Any]]:
+    def tool_result(self, content: object) -> str | list[dict[str, Any]]:
         """A `tool_result`'s content: its text, or text and media blocks when it holds media."""
         if not isinstance(content, list):
             return "" if content is None else str(content)

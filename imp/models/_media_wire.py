@@ -203,7 +203,7 @@ class MediaWriter:
 
 
 def written_parts(
-    content: Any,
+    content: object,
     text_type: str,
     media: Callable[[MediaPart], dict[str, Any] | str],
     known: Callable[[Mapping[str, Any]], dict[str, Any]] = dict,
@@ -227,7 +227,7 @@ def written_parts(
     return [p for p in out if p.get("type") != text_type or p.get("text")]
 
 
-def parts_of(content: Any) -> list[ContentPart]:
+def parts_of(content: object) -> list[ContentPart]:
     """A message's content as a list of parts (a bare media value becomes a `MediaPart`)."""
     if content is None or content == "":
         return []
@@ -288,7 +288,7 @@ def encode_body(body: Mapping[str, Any]) -> bytes | StreamedBody:
     found: list[Encoded] = []
     token = ""
 
-    def placeholder(value: Any) -> str:
+    def placeholder(value: object) -> str:
         nonlocal token
         if not isinstance(value, Encoded):
             raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")

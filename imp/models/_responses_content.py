@@ -102,7 +102,7 @@ class ResponsesContent:
             self._writer = responses_media_writer(self._lm)
         return self._writer
 
-    def user(self, content: Any) -> Any:
+    def user(self, content: object) -> Any:
         """A user message's text, or its parts in this API's spelling."""
         if not isinstance(content, list):
             return "" if content is None else str(content)
@@ -111,7 +111,7 @@ class ResponsesContent:
             return "".join(str(p["text"]) for p in parts)
         return parts
 
-    def tool_output(self, content: Any) -> Any:
+    def tool_output(self, content: object) -> Any:
         """A `function_call_output`'s output: its text, or a list of parts when it holds media."""
         if not isinstance(content, list) or not any(isinstance(p, MediaPart) for p in parts_of(content)):
             return content_text(content)

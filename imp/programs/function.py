@@ -329,7 +329,7 @@ class FunctionProgram(Program):
         demos: tuple[Mapping[str, Any], ...] = getattr(self.program, "demos", ())
         return demos
 
-    def using(self, **changes: Any) -> FunctionProgram:
+    def using(self, **changes: object) -> FunctionProgram:
         """The same function with other options: `adapter`, `lm`, `template`, `tools`, `demos`, `config`..."""
         options = {**self.options, **changes}
         if "adapter" in changes and "template" not in changes:
@@ -377,7 +377,7 @@ class FunctionProgram(Program):
 
     # --- running -------------------------------------------------------------------------
 
-    def inputs(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def inputs(self, *args: object, **kwargs: object) -> dict[str, Any]:
         """The inputs of a call written like the function's (positional and keyword arguments)."""
         try:
             bound = inspect.signature(self.fn).bind(*args, **kwargs)
@@ -386,7 +386,7 @@ class FunctionProgram(Program):
         bound.apply_defaults()
         return dict(bound.arguments)
 
-    async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
+    async def acall(self, inputs: dict[str, Any], **call_options: object) -> Prediction:
         with program_label(self.name):
             return await self.program.acall(inputs, **call_options)
 
@@ -405,7 +405,7 @@ class FunctionProgram(Program):
             return prediction.fields[self.returns[0]]
         return tuple(prediction.fields[n] for n in self.returns)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         inputs = self.inputs(*args, **kwargs)
         if inspect.iscoroutinefunction(self.fn):
             return self._acall_value(inputs)
@@ -416,7 +416,7 @@ class FunctionProgram(Program):
 
         return self._value(await call(self, inputs))
 
-    def predict(self, *args: Any, **kwargs: Any) -> Prediction | Awaitable[Prediction]:
+    def predict(self, *args: object, **kwargs: object) -> Prediction | Awaitable[Prediction]:
         """The whole Prediction (all outputs, usage, metadata); awaitable for an `async def`."""
         inputs = self.inputs(*args, **kwargs)
         if inspect.iscoroutinefunction(self.fn):
@@ -434,7 +434,7 @@ class FunctionProgram(Program):
         return f"FunctionProgram({self.name}: {', '.join(self.signature.inputs)} -> {outputs})"
 
 
-def fn(function: Callable[..., object] | None = None, /, **options: Any) -> Any:
+def fn(function: Callable[..., object] | None = None, /, **options: object) -> Any:
     """Make a typed function a program: `@imp.fn`, or `@imp.fn(lm=..., adapter=..., template=..., tools=[...])`."""
     if function is None:
         return lambda f: FunctionProgram.build(f, **options)

@@ -460,7 +460,7 @@ def _check_finish(value: object) -> None:
 
 
 def react(
-    signature: SignatureLike | type[Signature], tools: Sequence[Tool | Callable[..., object]], **options: Any
+    signature: SignatureLike | type[Signature], tools: Sequence[Tool | Callable[..., object]], **options: object
 ) -> ReAct:
     """A ReAct program (native tool calls, `submit` or a text answer) over `tools`: `imp.tool`s, or plain functions (made tools with
     `imp.tool`). Options: `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `max_iters`, `finish`,
