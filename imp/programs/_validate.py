@@ -42,6 +42,7 @@ __all__ = [
     "Validator",
     "check",
     "check_retry_options",
+    "refusal",
     "refused",
     "retries_of",
     "validated_call",
@@ -72,6 +73,31 @@ async def check(validate: Validator, prediction: Prediction) -> str | None:
     except Retry as exc:
         return exc.reason.strip() or "the answer was refused"
     return None
+
+
+async def refusal(
+    validate: Validator,
+    outputs: Mapping[str, object],
+    refusals: list[dict[str, Any]],
+    max_retries: int,
+    *,
+    program: str,
+    label: str,
+) -> str | None:
+    """A loop's answer put to its validator: None when accepted; refused, the reason, kept in
+    `refusals` and reported; past `max_retries` refusals, `imp.ValidationFailed` with every refused
+    answer (`label` names the program in its message: `imp.react`)."""
+    reason = await check(validate, Prediction(dict(outputs)))
+    if reason is None:
+        return None
+    refusals.append({"outputs": plain(outputs), "reason": reason})
+    if len(refusals) > max_retries:
+        raise ValidationFailed(
+            f"{label}'s validator refused {len(refusals)} answer(s) (max_retries={max_retries}); the last: {reason}",
+            attempts=refusals,
+        )
+    refused(len(refusals), reason, program)
+    return reason
 
 
 def refused(attempt: int, reason: str, program: str) -> None:

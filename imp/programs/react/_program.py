@@ -25,7 +25,7 @@ from imp.programs.react._last import EXTRACT_INSTRUCTIONS
 from imp.programs.react._loop import run_turn
 from imp.programs.react._messages import demo_steps
 from imp.programs.react._resume import check_paused, resume_turn
-from imp.programs.react._spec import NOT_SENT, FinishRule, TurnSpec, check_outputs, episode_boundaries, rule_for
+from imp.programs.react._spec import NOT_SENT, FinishRule, TurnSpec, episode_boundaries, rule_for
 from imp.programs.react._state import (
     CALLS_FIELD,
     SUBMIT,
@@ -35,6 +35,7 @@ from imp.programs.react._state import (
     HistoryReplay,
     TurnState,
 )
+from imp.programs.react._tools import check_outputs
 from imp.runtime.deadline import self_ending
 from imp.runtime.usage import track_usage
 from imp.settings import settings

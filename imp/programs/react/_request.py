@@ -38,7 +38,6 @@ __all__ = [
     "ask",
     "ends_turn",
     "error_text",
-    "refuses_named_choice",
 ]
 
 MAX_PROJECTION_RETRIES = 8
@@ -56,6 +55,12 @@ class Failure:
         """Whether the error ends the turn at once, without a last request, raised with the history."""
         return self.error is not None and ends_turn(self.error)
 
+    @property
+    def refuses_named_choice(self) -> bool:
+        """Whether the server refused a named `tool_choice` (Meta's models through OpenRouter support
+        only `auto`): the forced `submit` steps down to `required`."""
+        return isinstance(self.error, ToolChoiceUnsupported)
+
 
 def ends_turn(error: LMError) -> bool:
     """A provider error that another request in this turn would meet again: a refused credential,
@@ -64,11 +69,6 @@ def ends_turn(error: LMError) -> bool:
     if isinstance(error, ContextWindowExceeded | ToolChoiceUnsupported):
         return False
     return isinstance(error, AuthenticationError | QuotaExceeded | BadRequest)
-
-
-def refuses_named_choice(error: LMError) -> bool:
-    """A refusal of a named `tool_choice` (Meta's models through OpenRouter support only `auto`)."""
-    return isinstance(error, ToolChoiceUnsupported)
 
 
 def error_text(exc: BaseException) -> str:
