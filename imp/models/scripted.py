@@ -107,7 +107,7 @@ class ScriptedLM(_RecordingLM):
         """How many scripted steps have not been used."""
         return len(self._steps) - self._next
 
-    async def request(self, messages: Sequence[Message], **options: object) -> LMResponse:
+    async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:
         number = self._record(messages, options)
         if self._next < len(self._steps):
             step = self._steps[self._next]
@@ -136,7 +136,7 @@ class StaticLM(_RecordingLM):
         super().__init__(model=model, response_format=response_format, tool_calling=tool_calling)
         self._handler = handler
 
-    async def request(self, messages: Sequence[Message], **options: object) -> LMResponse:
+    async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:
         number = self._record(messages, options)
         step = self._handler(list(messages), dict(options))
         if inspect.isawaitable(step):

@@ -202,7 +202,7 @@ def current_run() -> Run | None:
     return _current.get()
 
 
-def emit(event: Payload | str, /, **fields: object) -> None:
+def emit(event: Payload | str, /, **fields: Any) -> None:
     """Emit an event on the current run: one of imp's payload records, or a kind of your own and its
     fields (`emit("lookup", url=...)`). Nothing happens outside a run, or with no sink and logging off."""
     run = _current.get()

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -356,8 +356,8 @@ class _Step:
             bound = functools.partial(runner, invocation.mapping)
         else:
             bound = functools.partial(runner, **invocation.kwargs)
-        if tool.is_async:  # an async runner: its call gives an awaitable
-            value = await cast("Awaitable[object]", bound())
+        if tool.is_async:
+            value = await bound()
         else:
             limiter = self.limiter if self.limiter is not None else tool_thread_limiter()
             async with limiter:

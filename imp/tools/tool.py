@@ -44,7 +44,7 @@ class Tool:
     name: str
     description: str
     parameters: Mapping[str, Any]
-    runner: Callable[..., object]
+    runner: Callable[..., Any]
     timeout: float | None = None
     sequential: bool = False
     metadata: Mapping[str, Any] = field(default_factory=dict)
