@@ -40,7 +40,7 @@ MIN_SQLITE = (3, 42, 0)
 """The SQLite DBOS's migrations need (they use `unixepoch('subsec')`, new in 3.42)."""
 _STEP_FORMAT = 1
 
-_bodies: dict[str, Callable[[], Awaitable[object]]] = {}
+_bodies: dict[str, Callable[[], Awaitable[Any]]] = {}
 """The body of each run started in this process, by run id (DBOS stores only the run id)."""
 _results: dict[str, Any] = {}
 _waiting: dict[str, threading.Event] = {}
@@ -164,7 +164,7 @@ class DBOSJournal:
         return "DBOSJournal()"
 
     async def run(
-        self, run_id: str, program: str, inputs: Mapping[str, Any], body: Callable[[], Awaitable[object]]
+        self, run_id: str, program: str, inputs: Mapping[str, Any], body: Callable[[], Awaitable[Any]]
     ) -> Any:
         """Run `body` as the DBOS workflow `run_id`: its recorded steps answered from DBOS, new ones run as steps."""
         check_run_id(run_id)
@@ -197,7 +197,7 @@ class DBOSJournal:
                 _bodies.pop(run_id, None)
 
 
-async def _replay_finished(run_id: str, body: Callable[[], Awaitable[object]]) -> Any:
+async def _replay_finished(run_id: str, body: Callable[[], Awaitable[Any]]) -> Any:
     """A run that finished (in another process, or before): its result, replayed from its steps."""
     log = await _load(run_id)
     log.writer = _Finished()
