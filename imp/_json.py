@@ -253,7 +253,7 @@ def _string(body: str, quote: str) -> str:
     return _unescape(body) if "\\" in body else body
 
 
-def _bare(text: str) -> Any:
+def _bare(text: str) -> object:
     """Unquoted text: a JSON or Python literal, a number, else the text itself."""
     if text in _WORDS:
         return _WORDS[text]
@@ -280,7 +280,7 @@ _TOKEN = re.compile(
 )
 
 
-def _repair(text: str) -> Any:
+def _repair(text: str) -> object:
     """The first object or array in text, read leniently in one pass (see the module docstring)."""
     first = _OPENER.search(text)
     if first is None:

@@ -384,7 +384,7 @@ class Step(Mapping[str, Any]):
         return cls(fields=MappingProxyType(fields) if fields else _EMPTY, **values)
 
 
-def _loaded(value: object) -> Any:
+def _loaded(value: object) -> object:
     """A loaded value with media in their saved form (`{"$media": ...}`) read back as media values."""
     if isinstance(value, Mapping) and MEDIA_KEY in value:
         return Media.load(value)
@@ -398,7 +398,7 @@ def plain(value: object) -> Any:
     return _plain(value)
 
 
-def _plain(value: object) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, ToolCall | ToolResult | Step):
         return value.dump()
     if isinstance(value, Mapping):

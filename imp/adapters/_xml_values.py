@@ -276,7 +276,7 @@ def _members(annotation: object) -> dict[str, tuple[str, Any]] | None:
     return None
 
 
-def _rekeyed(value: object, annotation: object, depth: int = 0) -> Any:
+def _rekeyed(value: object, annotation: object, depth: int = 0) -> object:
     """JSON written inside a tag, with a model's field names (as the XML note shows them) turned into
     the keys it validates by (its aliases), at every level."""
     if depth > limits().max_depth:
@@ -425,7 +425,7 @@ def _validator(annotation: Any) -> pydantic.TypeAdapter[Any]:
     return pydantic.TypeAdapter(annotation)
 
 
-def _untyped(children: list[tuple[str, str]], budget: Budget, depth: int) -> Any:
+def _untyped(children: list[tuple[str, str]], budget: Budget, depth: int) -> object:
     if all(tag == "item" for tag, _ in children):
         return [read_value(body, Any, budget, depth + 1) for _, body in children]
     out: dict[str, Any] = {}
@@ -434,7 +434,7 @@ def _untyped(children: list[tuple[str, str]], budget: Budget, depth: int) -> Any
     return out
 
 
-def _leaf(text: str, annotation: object) -> Any:
+def _leaf(text: str, annotation: object) -> object:
     if annotation is Any:
         try:
             return loads_strict(text)

@@ -61,7 +61,7 @@ def _progress(session: Any, token: str | int | None, request_id: Any) -> Progres
     return send
 
 
-def _server_v1(tools: _Tools, name: str) -> Any:
+def _server_v1(tools: _Tools, name: str) -> object:
     server: Any = Server(name, version=version())
 
     @server.list_tools()  # type: ignore[misc, no-untyped-call, untyped-decorator, unused-ignore]
@@ -79,7 +79,7 @@ def _server_v1(tools: _Tools, name: str) -> Any:
     return server
 
 
-def _server_v2(tools: _Tools, name: str) -> Any:
+def _server_v2(tools: _Tools, name: str) -> object:
     async def list_tools(context: object, params: object) -> Any:
         return types.ListToolsResult.model_validate({"tools": tools.listed()})
 

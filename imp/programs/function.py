@@ -116,7 +116,7 @@ def _namespace(fn: Callable[..., object]) -> dict[str, Any]:
     return names
 
 
-def _evaluate(expr: ast.expr, names: Mapping[str, object], fn: Callable[..., object]) -> Any:
+def _evaluate(expr: ast.expr, names: Mapping[str, object], fn: Callable[..., object]) -> object:
     code = compile(ast.Expression(expr), f"<{fn.__name__} declaration>", "eval")
     try:
         return eval(code, dict(names))  # the user's own declaration, evaluated as Python would
@@ -390,7 +390,7 @@ class FunctionProgram(Program):
         with program_label(self.name):
             return await self.program.acall(inputs, **call_options)
 
-    def _value(self, prediction: Prediction) -> Any:
+    def _value(self, prediction: Prediction) -> object:
         names = self.returns or (RESULT,)
         unanswered = [n for n in names if prediction.fields.get(n) is None and not self.signature.outputs[n].optional]
         if not prediction.complete or unanswered:
@@ -411,7 +411,7 @@ class FunctionProgram(Program):
             return self._acall_value(inputs)
         return self._value(self._sync(inputs))
 
-    async def _acall_value(self, inputs: dict[str, Any]) -> Any:
+    async def _acall_value(self, inputs: dict[str, Any]) -> object:
         from imp.programs.base import call
 
         return self._value(await call(self, inputs))
