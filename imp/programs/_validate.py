@@ -6,7 +6,7 @@ one more request with the refused reply and the reason after the original messag
 sees what it wrote and why it was refused. A reply that cannot be read (a parse or type error)
 re-asks the same way, with the error in words the model can act on; when every attempt is spent
 on unreadable replies, the JSON fallback is the last resort. A tool loop validates its `submit`
-and its text answer in its own loop (`react/_tools.py`, `react/_loop.py`), with `check` below.
+and its text answer in its own loop (`react/_tools.py`, `react/_loop.py`), with `refusal` below.
 """
 
 from __future__ import annotations
