@@ -27,6 +27,7 @@ from imp.programs._parameters import (
     apply_to_tools,
     trace_call,
 )
+from imp.programs._stream_tap import any_tap, entered, streaming_program
 from imp.programs._tool_loop import ToolLoop, check_max_iters
 from imp.programs.base import Program
 from imp.programs.pending import Pending, check_call_options, pause, resolve_decisions, restore_inputs
@@ -262,6 +263,10 @@ class ReActTrajectory(ToolLoop, Program):
     # --- one call -----------------------------------------------------------------------
 
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
+        tap = any_tap()
+        if tap is not None and not entered(self):  # streamed: its parts are named after this loop
+            with streaming_program(tap, self):
+                return await self.acall(inputs, **call_options)
         resume = call_options.pop("resume", None)
         decisions = call_options.pop("decisions", None)
         check_call_options("imp.react_trajectory", call_options)
