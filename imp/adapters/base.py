@@ -205,6 +205,11 @@ class Adapter(abc.ABC):
         does not say gets `WholeReply`: its fields arrive whole, read by `parse_text`, when the reply ends."""
         return WholeReply(self.parse_text, signature)
 
+    def field_value(self, field: Field, text: str) -> Any:
+        """One output's value from its streamed text (the joined deltas of its `field_splitter`), as
+        this dialect reads it: a partial value's last word on that output (raises `CoercionError`)."""
+        return coerce_text(field, text)
+
     def check(self, signature: Signature, demos: Sequence[Mapping[str, object]] = ()) -> None:  # noqa: B027 - optional hook
         """Refuse, when a program is built, a signature or demos this dialect cannot write and read back."""
 

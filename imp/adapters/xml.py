@@ -142,6 +142,11 @@ class XMLAdapter(Adapter):
 
         return with_plain_text(FieldSplitter(find_open, find_close, markers, _decode), signature, "<")
 
+    def field_value(self, field: Field, text: str) -> Any:
+        if takes_tags(field.annotation):
+            return _coerce(field, read_value(text, field.annotation, Budget()))
+        return coerce_text(field, text)
+
     @property
     def fallback(self) -> Adapter | None:
         return JSONAdapter()
