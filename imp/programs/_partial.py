@@ -442,7 +442,7 @@ class PartialReader:
         key = index or 0
         if tool_name is not None:
             self._calls[key] = tool_name
-        if self._submit_name is None or self._calls.get(key) != self._submit_name:
+        if not delta or self._submit_name is None or self._calls.get(key) != self._submit_name:
             return
         if self._submitted is None:
             self._submitted = _JSONTree()

@@ -227,7 +227,7 @@ async def streamed_request(
             if event.delta:
                 put(StreamPart("reasoning", delta=event.delta, path=path))
         elif kind == "tool_call":
-            if partial is not None and event.delta:
+            if partial is not None:
                 partial.feed_call(event.index, event.tool_name, event.delta, put)
         elif kind == "final":
             final = event.response
