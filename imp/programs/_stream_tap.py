@@ -14,18 +14,17 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from imp.adapters.base import Adapter
 from imp.exchanges import current_program_label
 from imp.models.base import LM, LMResponse, Message
-from imp.prediction import Prediction
-from imp.records import ToolOutcome
+from imp.programs._partial import PartialReader
+from imp.programs._stream_part import StreamPart, StreamPartKind
 from imp.runtime.run import stream_tap
 from imp.signature import Signature
 
 if TYPE_CHECKING:
-    from imp.programs._partial import PartialReader
     from imp.programs.base import Program
 
 __all__ = [
@@ -40,61 +39,6 @@ __all__ = [
     "streaming_item",
     "streaming_program",
 ]
-
-StreamPartKind = Literal["field", "reasoning", "partial", "tool_call", "tool_result", "retry", "pending", "final"]
-
-
-@dataclass(frozen=True, slots=True)
-class StreamPart:
-    """One piece of a streamed run, in order.
-
-    - `field`: `delta` is more of output `field`'s text, as the LM writes it.
-    - `reasoning`: `delta` is more of the provider's own reasoning text.
-    - `partial` (with `imp.stream(..., partial=True)`): `value` is the outputs so far, typed (a
-      dict of the output fields that have a value; `field` is the one that grew).
-    - `tool_call` / `tool_result`: a `react` step's decided call (`arguments`) and its result
-      (`output` or `error`, and `outcome`), with `tool_name` and `tool_call_id`.
-    - `retry`: the answer is asked again (`reason`): the reply could not be read, or the
-      program's validator refused it; the fields' deltas start over.
-    - `pending`: the turn paused awaiting decisions: `pending` is the `imp.Pending` (and
-      `prediction` the incomplete Prediction); it is the stream's last part.
-    - `final`: `prediction` is the run's Prediction, what `imp.call` returns.
-
-    `path` names the predictor a part came from, as `program.parameters()` names it
-    (`"predict"`, `"draft.predict"`, `"react"`), with `[i]` for the i-th item of an
-    `imp.parallel` (`"summarize.predict[3]"`); None on `pending` and `final`.
-    """
-
-    kind: StreamPartKind
-    field: str | None = None
-    delta: str = ""
-    tool_name: str | None = None
-    tool_call_id: str | None = None
-    arguments: Any = None
-    output: Any = None
-    error: str | None = None
-    outcome: ToolOutcome | None = None
-    reason: str | None = None
-    prediction: Prediction | None = None
-    pending: Any = None
-    """The `imp.Pending` of a `pending` part."""
-    path: str | None = None
-    snapshot: Callable[[], dict[str, Any]] | None = dataclass_field(default=None, repr=False, compare=False)
-    """How a `partial` part's value is made (once, when `value` is first read)."""
-    _value: list[dict[str, Any]] = dataclass_field(default_factory=list, repr=False, compare=False)
-
-    @property
-    def value(self) -> dict[str, Any] | None:
-        """A `partial` part's outputs so far, typed (None on other parts).
-
-        Made when first read and kept: a part costs the stream nothing more than its place in
-        the reply, and a reader that skips a part never pays for its value.
-        """
-        if self.snapshot is None:
-            return None
-        if not self._value:
-            self._value.append(self.snapshot())
-        return self._value[0]
 
 
 @dataclass(slots=True)
@@ -210,8 +154,6 @@ async def streamed_request(
         if signature.outputs:
             splitter = adapter.field_splitter(signature)
             if tap.partial:
-                from imp.programs._partial import PartialReader
-
                 partial = PartialReader(adapter, signature, path)
     put = tap.put
     final: LMResponse | None = None

@@ -5,6 +5,7 @@ reply, and a field's deltas all come before the next field's (nothing arrives af
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import re
 from typing import Any, Literal
@@ -106,7 +107,7 @@ def test_every_field_streams_its_text_whole_in_order_under_every_adapter(
     splitter = ADAPTERS[adapter_name].field_splitter(signature)
     pieces: list[tuple[str, str]] = []
     points = sorted({c % (len(reply) + 1) for c in cuts} | {0, len(reply)})
-    for start, end in zip(points, points[1:], strict=False):
+    for start, end in itertools.pairwise(points):
         pieces += splitter.feed(reply[start:end])
     pieces += splitter.close()
     joined: dict[str, str] = {}
@@ -124,7 +125,9 @@ def test_every_field_streams_its_text_whole_in_order_under_every_adapter(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
-def test_a_chunked_stream_gives_imp_calls_prediction(case: tuple[str, imp.Signature, dict[str, Any], list[int]]) -> None:
+def test_a_chunked_stream_gives_imp_calls_prediction(
+    case: tuple[str, imp.Signature, dict[str, Any], list[int]],
+) -> None:
     """The same replies through imp.stream: the final Prediction is imp.call's."""
     import anyio
     from stream_lms import ChunkedLM, scripted
@@ -136,7 +139,8 @@ def test_a_chunked_stream_gives_imp_calls_prediction(case: tuple[str, imp.Signat
     async def run() -> tuple[imp.Prediction, imp.Prediction]:
         expected = await imp.call(program.with_lm(scripted(reply)), question="q")
         parts = [
-            p async for p in imp.stream(program.with_lm(ChunkedLM(scripted(reply), cuts[0])), question="q", partial=True)
+            p
+            async for p in imp.stream(program.with_lm(ChunkedLM(scripted(reply), cuts[0])), question="q", partial=True)
         ]
         final = parts[-1].prediction
         assert final is not None
