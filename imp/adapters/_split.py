@@ -67,6 +67,7 @@ class FieldSplitter:
         self._field: str | None = None
         self._started = False
         self._spaces = ""
+        self._starts: dict[str, tuple[tuple[str, ...], re.Pattern[str] | None]] = {}
 
     def feed(self, chunk: str) -> list[Piece]:
         """The field pieces this chunk completes."""
@@ -105,11 +106,22 @@ class FieldSplitter:
 
     def _safe(self, buf: str, field: str) -> int:
         """Where text that could be the start of a marker begins (the end when none could)."""
-        markers = self._markers(field)
-        for i in range(max(self._pos, len(buf) - self._holdback), len(buf)):
-            tail = " ".join(buf[i:].split()) if not buf[i].isspace() else ""
-            if tail and any(m.startswith(tail) for m in markers):
+        found = self._starts.get(field)
+        if found is None:
+            markers = tuple(m for m in self._markers(field) if m)
+            firsts = "".join(sorted({m[0] for m in markers}))
+            found = self._starts[field] = (markers, re.compile(f"[{re.escape(firsts)}]") if firsts else None)
+        markers, starts = found
+        if starts is None:
+            return len(buf)
+        # Only where a marker's first character is: a chunk of plain text costs one C-level search.
+        at = starts.search(buf, max(self._pos, len(buf) - self._holdback))
+        while at is not None:
+            i = at.start()
+            tail = " ".join(buf[i:].split())
+            if any(m.startswith(tail) for m in markers):
                 return i
+            at = starts.search(buf, i + 1)
         return len(buf)
 
     def _emit(self, out: list[Piece], text: str, *, end: bool) -> None:

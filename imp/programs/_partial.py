@@ -147,18 +147,18 @@ class PartialReader:
     # the parts
 
     def _part(self, name: str | None) -> StreamPart:
+        # Where each output stood: finished (its value is kept), or its pieces so far and its tree's marks.
         states = [
-            (n, o, o.tree.marks() if o.tree is not None and not o.done else None) for n, o in self._outputs.items()
+            (n, o, o.done, len(o.pieces), _marks(o.tree) if o.tree is not None and not o.done else None)
+            for n, o in self._outputs.items()
         ]
-        counts = {n: len(o.pieces) for n, o in self._outputs.items()}
         submitted = self._submitted
-        submit_marks = submitted.marks() if submitted is not None else None
+        submit_marks = _marks(submitted) if submitted is not None else None
         fields = self._fields
 
         def snapshot() -> dict[str, Any]:
             values: dict[str, Any] = {}
-            if submitted is not None and submitted.root is not None and submitted.root.kind == "obj":
-                assert submit_marks is not None
+            if submitted is not None and submit_marks is not None and submitted.root is not None:
                 root = submitted.root
                 count = submit_marks.get(id(root), len(root.items))
                 for key, child in zip(root.keys, root.items[:count], strict=False):
@@ -167,8 +167,8 @@ class PartialReader:
                         value = typed(child, field.annotation, submit_marks)
                         if value is not MISSING:
                             values[key] = value
-            for output_name, output, marks in states:
-                value = _value_of(output, counts[output_name], marks)
+            for output_name, output, done, count, marks in states:
+                value = output.value if done else _value_of(output, count, marks)
                 if value is not MISSING:
                     values[output_name] = value
             return values
@@ -176,12 +176,18 @@ class PartialReader:
         return StreamPart("partial", field=name, path=self._path, snapshot=snapshot)
 
 
+def _marks(tree: JSONTree | TagTree) -> dict[int, int] | None:
+    """Where a tree stands, or None when it holds no value yet (or its text is not its form)."""
+    if tree.failed or tree.root is None:
+        return None
+    return tree.marks()
+
+
 def _value_of(output: _Output, count: int, marks: dict[int, int] | None) -> Any:
-    if output.done and marks is None:
-        return output.value
+    """An unfinished output's value as it stood: `count` pieces, its tree at `marks`."""
     if output.tree is None:
         return "".join(output.pieces[:count]).strip()
     root = output.tree.root
-    if root is None or output.tree.failed or marks is None:
+    if root is None or marks is None:
         return MISSING
     return typed(root, output.field.annotation, marks)

@@ -252,6 +252,21 @@ async def test_partial_values_grow_typed_and_never_fail_validation(adapter: str,
         assert [10] in seen_counts and [10, 200] in seen_counts
 
 
+@pytest.mark.parametrize("adapter", ["chat", "json", "xml"])
+async def test_a_partial_value_read_late_is_the_outputs_as_they_stood(adapter: str) -> None:
+    """A part's value is a snapshot: read after the stream ended, it still shows that moment."""
+    program = imp.predict(Report, adapter=adapter, lm=ChunkedLM(scripted(REPLIES[adapter]), 2))
+    parts = [p async for p in imp.stream(program, topic="kettles", partial=True)]  # every value read after the end
+    values = _partials(parts)
+    summaries = [v["summary"] for v in values if "summary" in v]
+    assert summaries[0] != "All sold." and summaries[-1] == "All sold."
+    assert [len(s) for s in summaries] == sorted(len(s) for s in summaries)
+    counts = [v["counts"] for v in values if "counts" in v]
+    assert counts[0] == [] and [10] in counts and counts[-1] == [10, 200, 3000]
+    titles = [v["draft"].__dict__.get("title") for v in values if "draft" in v]
+    assert None in titles or "K" in titles
+
+
 async def test_a_partial_part_is_only_made_when_asked_for() -> None:
     program = imp.predict(Report, lm=ChunkedLM(scripted(REPLIES["chat"]), 4))
     parts = [p async for p in imp.stream(program, topic="kettles")]
