@@ -52,7 +52,7 @@ class StreamPart:
     path: str | None = None
     snapshot: Callable[[], dict[str, Any]] | None = dataclass_field(default=None, repr=False, compare=False)
     """How a `partial` part's value is made (once, when `value` is first read)."""
-    _value: list[dict[str, Any]] = dataclass_field(default_factory=list, repr=False, compare=False)
+    _value: tuple[dict[str, Any]] | None = dataclass_field(default=None, repr=False, compare=False)
 
     @property
     def value(self) -> dict[str, Any] | None:
@@ -63,6 +63,7 @@ class StreamPart:
         """
         if self.snapshot is None:
             return None
-        if not self._value:
-            self._value.append(self.snapshot())
+        if self._value is None:
+            object.__setattr__(self, "_value", (self.snapshot(),))  # made once, on a frozen part
+        assert self._value is not None
         return self._value[0]
