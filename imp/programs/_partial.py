@@ -32,14 +32,15 @@ from imp.values import CoercionError
 __all__ = ["PartialReader", "submitting"]
 
 Put = Callable[[StreamPart], None]
-_submit: ContextVar[tuple[str, Signature] | None] = ContextVar("imp_stream_submit", default=None)
+_submit: ContextVar[tuple[str | None, Signature] | None] = ContextVar("imp_stream_submit", default=None)
 
 
 class submitting:
-    """A tool loop's step: its partial values are the task's outputs, from the step's text answer
-    and from the arguments of the tool `name` (`submit`) as they stream."""
+    """A tool loop's request: its partial values are the task's outputs (not a step's thought or
+    its extractor's reasoning), from the request's fields and from the arguments of the tool
+    `name` (`submit`), when there is one, as they stream."""
 
-    def __init__(self, name: str, task: Signature) -> None:
+    def __init__(self, name: str | None, task: Signature) -> None:
         self._value = (name, task)
         self._token: Any = None
 

@@ -12,6 +12,7 @@ import anyio
 from imp._redact import redact
 from imp.errors import AdapterParseError, LMError, ReActStepError
 from imp.history import Step, ToolCall
+from imp.programs._partial import submitting
 from imp.programs._stream_tap import any_tap, streaming_program
 from imp.programs.predict import ChainOfThought
 from imp.programs.react._messages import result_text
@@ -129,7 +130,7 @@ async def extract(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> 
             if tap is None:
                 prediction = await extractor.acall(values)
             else:
-                with streaming_program(tap, extractor, sibling="extract"):
+                with streaming_program(tap, extractor, sibling="extract"), submitting(None, task):
                     prediction = await extractor.acall(values)
     except TimeoutError:
         return Ending(cause="deadline_exceeded")

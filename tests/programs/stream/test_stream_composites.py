@@ -147,6 +147,25 @@ async def test_react_trajectory_streams_its_steps_tools_and_extraction() -> None
     assert parts[-1].prediction is not None and parts[-1].prediction.answer == "3 kettles"
 
 
+async def test_react_trajectorys_partial_values_are_its_outputs_not_its_steps() -> None:
+    @imp.tool
+    def stock(item: str) -> int:
+        """Units in stock."""
+        return 3
+
+    finish = (
+        "[[ ## next_thought ## ]]\ndone\n\n[[ ## next_tool_name ## ]]\nfinish\n\n"
+        "[[ ## next_tool_args ## ]]\n{}\n\n[[ ## completed ## ]]"
+    )
+    extract = "[[ ## reasoning ## ]]\nthree\n\n[[ ## count ## ]]\n3\n\n[[ ## completed ## ]]"
+    program = imp.react_trajectory("question -> count: int", [stock], lm=ChunkedLM(scripted(finish, extract), 3))
+    parts = [p async for p in imp.stream(program, question="how many?", partial=True)]
+    values = _partials(parts)
+    final = parts[-1].prediction
+    assert final is not None and final.fields == {"count": 3}
+    assert values and all(set(v) <= {"count"} for v in values) and values[-1] == {"count": 3}
+
+
 async def test_a_react_inside_a_program_streams_its_tool_calls_with_its_path() -> None:
     @imp.tool
     def stock(item: str) -> int:
