@@ -317,7 +317,11 @@ def _adapter(annotation: Any) -> pydantic.TypeAdapter[Any]:
 
 def _validate(annotation: Any, plain: Any) -> Any:
     try:
-        return _adapter(annotation).validate_python(plain)
+        adapter = _adapter(annotation)
+    except TypeError:  # an annotation that cannot be a cache key (unhashable metadata)
+        adapter = pydantic.TypeAdapter(annotation)
+    try:
+        return adapter.validate_python(plain)
     except (pydantic.ValidationError, TypeError, ValueError):
         return MISSING
 

@@ -187,7 +187,7 @@ def _marks(tree: JSONTree | TagTree) -> dict[int, int] | None:
 def _value_of(output: _Output, count: int, marks: dict[int, int] | None) -> Any:
     """An unfinished output's value as it stood: `count` pieces, its tree at `marks`."""
     if output.tree is None:
-        return "".join(output.pieces[:count]).strip()
+        return "".join(output.pieces[:count])
     root = output.tree.root
     if root is None or marks is None:
         return MISSING
