@@ -12,6 +12,8 @@ import anyio
 from imp._redact import redact
 from imp.errors import AdapterParseError, LMError, ReActStepError
 from imp.history import Step, ToolCall, format_tool_result
+from imp.programs._partial import submitting
+from imp.programs._stream_tap import any_tap, streaming_program
 from imp.programs.predict import ChainOfThought
 from imp.programs.react._reading import Reading
 from imp.programs.react._request import Failure, ask, ends_turn, error_text
@@ -38,19 +40,19 @@ EXTRACT_INSTRUCTIONS = (
 async def last_request(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
     """The last request: the last text under one text output, else the forced `submit` (`required`
     with `submit` alone where a named choice is refused; the extractor when no `submit` comes)."""
-    submitting = spec.rule.kind == "submit"
+    forcing_submit = spec.rule.kind == "submit"
     roster = spec.roster()
     named: dict[str, Any] = {"tool_choice": {"type": "function", "function": {"name": SUBMIT}}}
     if "reasoning_effort" in spec.config:
         named["reasoning_effort"] = None
     tries: list[tuple[dict[str, Any] | None, list[Tool] | None]] = [(None, None)]
-    if submitting:
+    if forcing_submit:
         tries = [(named, None), ({**named, "tool_choice": "required"}, [roster[SUBMIT]])]
     reading: Reading | Failure = Failure(cause)
     for number, (options, offered) in enumerate(tries):
         # A request may not end on the model's own message: a newest thought-only step moves to the user side.
         reading = await ask(
-            spec, state, roster, forced=True, options=options, offered=offered, thought_as_user=submitting
+            spec, state, roster, forced=True, options=options, offered=offered, thought_as_user=forcing_submit
         )
         if number == 1 and isinstance(reading, Failure):  # `required` failed too
             if reading.cause in ("context_window_exceeded", "deadline_exceeded"):
@@ -67,7 +69,7 @@ async def last_request(spec: TurnSpec, state: TurnState, cause: TerminationCause
         if error is not None and ends_turn(error):
             raise error
         raise ReActStepError(f"the last request of the turn failed: {error}", history=None, cause=error) from error
-    if submitting:
+    if forcing_submit:
         return await _submitted(spec, state, roster, reading, cause)
     return await _last_text(spec, state, roster, reading, cause)
 
@@ -144,7 +146,12 @@ async def extract(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> 
     left = time_left()
     try:
         with anyio.fail_after(left) if left is not None else nullcontext():
-            prediction = await extractor.acall(values)
+            tap = any_tap()
+            if tap is None:
+                prediction = await extractor.acall(values)
+            else:
+                with streaming_program(tap, extractor, sibling="extract"), submitting(None, task):
+                    prediction = await extractor.acall(values)
     except TimeoutError:
         return Ending(cause="deadline_exceeded")
     except AdapterParseError as exc:
