@@ -34,7 +34,8 @@ class PredictionMetadata:
     replayed: int = 0
     """Steps of a journaled run (LM exchanges, tool calls) answered from the journal, not run again."""
     model: str | None = None
-    """`"provider:model"` of the LM that answered a predict's request (a fallback chain's member)."""
+    """`"provider:model"` of the member of an `imp.fallback` chain that answered a predict's request
+    (None for a plain LM: it is the one that answered)."""
     pending: Any = None
     """A paused turn's `imp.Pending` (`termination_reason == "awaiting_approval"`), else None."""
     extra: Mapping[str, Any] = field(default_factory=dict)
