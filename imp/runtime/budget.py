@@ -53,14 +53,24 @@ _LOCK = threading.Lock()
 budgets at once (nested ones), which one lock keeps all-or-nothing without an order to agree on."""
 
 
+NANO = 1_000_000_000
+"""Dollars are kept as whole nanodollars: sums of floats drift, and a limit must hold exactly."""
+
+
+def nanodollars(usd: float, *, up: bool) -> int:
+    """`usd` in whole nanodollars, rounded up (a cost) or down (a limit): never in the spender's favour."""
+    scaled = usd * NANO
+    return math.ceil(scaled - 1e-6) if up else math.floor(scaled + 1e-6)
+
+
 @dataclass(frozen=True, slots=True)
 class Spend:
-    """An amount against a budget: requests, tokens, dollars and tool calls."""
+    """An amount against a budget: requests, tokens, dollars (as nanodollars) and tool calls."""
 
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    usd: float = 0.0
+    nano_usd: int = 0
     tool_calls: int = 0
 
     @property
@@ -68,16 +78,25 @@ class Spend:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
-    def value(self, limit: Limit) -> float:
-        """The amount this spend holds of `limit`."""
-        return float(self.total_tokens) if limit == "total_tokens" else float(getattr(self, limit))
+    @property
+    def usd(self) -> float:
+        """The dollars, as a float."""
+        return self.nano_usd / NANO
+
+    def value(self, limit: Limit) -> int:
+        """The amount this spend holds of `limit` (dollars in nanodollars)."""
+        if limit == "total_tokens":
+            return self.total_tokens
+        if limit == "usd":
+            return self.nano_usd
+        return int(getattr(self, limit))
 
     def __add__(self, other: Spend) -> Spend:
         return Spend(
             self.requests + other.requests,
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
-            self.usd + other.usd,
+            self.nano_usd + other.nano_usd,
             self.tool_calls + other.tool_calls,
         )
 
@@ -86,7 +105,7 @@ class Spend:
             self.requests - other.requests,
             self.input_tokens - other.input_tokens,
             self.output_tokens - other.output_tokens,
-            self.usd - other.usd,
+            self.nano_usd - other.nano_usd,
             self.tool_calls - other.tool_calls,
         )
 
@@ -195,22 +214,28 @@ class Budget:
         """What the requests in flight hold now (their worst case, until they settle)."""
         return self._reserved
 
-    def limit(self, name: Limit) -> float | None:
-        """The limit set for `name`, or None."""
+    def limit(self, name: Limit) -> int | None:
+        """The limit set for `name` (dollars in nanodollars, rounded down), or None."""
         value = getattr(self, name)
-        return None if value is None else float(value)
+        if value is None:
+            return None
+        return nanodollars(value, up=False) if name == "usd" else int(value)
 
     def remaining(self, name: Limit) -> float | None:
-        """What `name`'s limit leaves after the settled spend and the reservations in flight (None: no limit)."""
+        """What `name`'s limit leaves after the settled spend and the reservations in flight (dollars for
+        `usd`; None: no limit)."""
         with _LOCK:
             limit = self.limit(name)
-            return None if limit is None else limit - (self._spent + self._reserved).value(name)
+            if limit is None:
+                return None
+            left = limit - (self._spent + self._reserved).value(name)
+            return left / NANO if name == "usd" else float(left)
 
     def _refused(self, wanted: Spend) -> Limit | None:
         """The first limit `wanted` would pass, with what settled and what is in flight (lock held)."""
         held = self._spent + self._reserved
         for name in LIMITS:
-            limit = getattr(self, name)
+            limit = self.limit(name)
             if limit is not None and wanted.value(name) > 0 and held.value(name) + wanted.value(name) > limit:
                 return name
         return None
@@ -223,9 +248,11 @@ class Budget:
             room = min(room, self.output_tokens - held.output_tokens)
         if self.total_tokens is not None:
             room = min(room, self.total_tokens - held.total_tokens - input_tokens)
-        if self.usd is not None and usd_in is not None and usd_out is not None:
-            left = self.usd - held.usd - input_tokens * usd_in
-            room = min(room, math.inf if usd_out == 0 else math.floor(left / usd_out + 1e-9))
+        limit = self.limit("usd")
+        if limit is not None and usd_in is not None and usd_out is not None:
+            left = limit - held.nano_usd - nanodollars(input_tokens * usd_in, up=True)
+            # one token fewer than the float division says, so the rounded-up cost below still fits
+            room = min(room, math.inf if usd_out == 0 else math.floor(left / (usd_out * NANO)) - 1)
         return room
 
     def __repr__(self) -> str:
@@ -281,7 +308,7 @@ def _refusal(budget: Budget, limit: Limit, wanted: Spend, model: str | None, wha
     cap = budget.limit(limit)
 
     def shown(value: float) -> str:
-        return f"${value:.6f}" if limit == "usd" else f"{value:,.0f}"
+        return f"${value / NANO:.6f}" if limit == "usd" else f"{value:,.0f}"
 
     return BudgetExceeded(
         f"{what} would pass the budget's {limit} limit of {shown(cap or 0.0)}: "
@@ -330,7 +357,7 @@ def reserve(
                 chosen = 1  # nothing left for output: the refusal below names the limit
         out = chosen or 0
         usd = (input_tokens * usd_in + out * usd_out) if usd_in is not None and usd_out is not None else 0.0
-        wanted = Spend(1, input_tokens, out, usd)
+        wanted = Spend(1, input_tokens, out, nanodollars(usd, up=True))
         for budget in chain:
             limit = budget._refused(wanted)
             if limit is not None:
@@ -350,7 +377,7 @@ def settle(reservation: Reservation | None, usage: Usage | None, *, reported: bo
     if usage is None or (usage.total_tokens == 0 and not reported):
         actual = held  # no usage reported: the worst case stands
     else:
-        actual = Spend(1, usage.input_tokens, usage.output_tokens, usage.cost or 0.0)
+        actual = Spend(1, usage.input_tokens, usage.output_tokens, nanodollars(usage.cost or 0.0, up=True))
     with _LOCK:
         reservation.settled = True
         for budget in reservation.budgets:
