@@ -10,9 +10,11 @@ backoff) longer than `max_wait` before the chain moves on, and a member that fai
 for its cool-down (or its Retry-After, if longer), unless every member is cooling down. A stream
 falls back only before its first delta: after that the caller has seen part of one member's reply.
 
-pydantic-ai's `FallbackModel` taught what to test: a fallback that swallowed the error of the last
-member, one that did not fall back for errors raised while a stream was opened, one that kept
-retrying a member whose quota was gone, one whose usage lost the member that answered.
+What pydantic-ai's `FallbackModel` users ran into is what this one is tested for: a connection that
+failed and did not fall back, a 200 whose body was no completion and did not fall back, an
+"unavailable, high demand" 503 that should have, and a chain whose members all failed raising a group
+that `except RateLimited` did not catch (here the last failure is raised by its own class, the earlier
+ones as its notes).
 """
 
 from __future__ import annotations
