@@ -63,7 +63,7 @@ from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
 from imp.models.cache import ResponseCache, cache_key, resolve_cache
 from imp.models.errors import classify_error, error_from_payload, safe_url
 from imp.models.retry import RetryPolicy, call_with_retries
-from imp.runtime.budget import budget_open
+from imp.runtime.budget import open_budgets
 from imp.runtime.deadline import time_left
 from imp.runtime.usage import record_usage
 
@@ -299,7 +299,7 @@ class HTTPLM(LM):
         and return the normalised response."""
         merged = self._merged(options)
         reservation = None
-        if budget_open() or self.context_window is not None:
+        if open_budgets.get() or self.context_window is not None:
             merged, reservation = await prepare(self, messages, merged, default_output=self.default_max_tokens)
         try:
             sent = await self._send(messages, merged, cache=resolve_cache(merged.get("cache", self._cache)))
@@ -322,7 +322,7 @@ class HTTPLM(LM):
         """
         merged = self._merged(options)
         reservation = None
-        if budget_open() or self.context_window is not None:
+        if open_budgets.get() or self.context_window is not None:
             merged, reservation = await prepare(self, messages, merged, default_output=self.default_max_tokens)
         try:
             async with aclosing(self._stream(messages, merged)) as events:

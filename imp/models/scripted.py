@@ -13,7 +13,7 @@ from imp.models._guard import reserve_for, settle_failure
 from imp.models._prices import Prices, as_prices, priced
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, ResponseFormatSupport, Usage
 from imp.records import ToolCall
-from imp.runtime.budget import Reservation, budget_open, settle
+from imp.runtime.budget import Reservation, open_budgets, settle
 from imp.runtime.usage import record_usage
 
 __all__ = ["ScriptedLM", "ScriptedRequest", "StaticLM", "Step", "to_response"]
@@ -87,7 +87,7 @@ class _RecordingLM(LM):
 
     def _reserve(self, messages: Sequence[Message], options: Mapping[str, Any]) -> Reservation | None:
         """Hold the request's worst case in the open budgets, as imp's HTTP clients do."""
-        return reserve_for(self, messages, options, default_output=None)[0] if budget_open() else None
+        return reserve_for(self, messages, options, default_output=None)[0] if open_budgets.get() else None
 
     def _counted(self, response: LMResponse, reservation: Reservation | None = None) -> LMResponse:
         if self.prices is not None and response.usage.cost is None:

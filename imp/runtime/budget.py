@@ -25,6 +25,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from imp._frozen import fast_init
 from imp.errors import ImpError
 from imp.records import Usage
 
@@ -37,6 +38,7 @@ __all__ = [
     "budget_open",
     "budget_scope",
     "limits_usd",
+    "open_budgets",
     "release",
     "reserve",
     "reserve_tool_calls",
@@ -63,6 +65,7 @@ def nanodollars(usd: float, *, up: bool) -> int:
     return math.ceil(scaled - 1e-6) if up else math.floor(scaled + 1e-6)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Spend:
     """An amount against a budget: requests, tokens, dollars (as nanodollars) and tool calls."""
@@ -260,17 +263,18 @@ class Budget:
         return f"imp.Budget({limits})"
 
 
-_open: ContextVar[tuple[Budget, ...]] = ContextVar("imp_budgets", default=())
+open_budgets: ContextVar[tuple[Budget, ...]] = ContextVar("imp_budgets", default=())
+"""The budgets open in this context, outermost first (read directly where a function call would cost)."""
 
 
 def budget_open() -> bool:
     """Whether any budget is open in this context (one context-variable read)."""
-    return bool(_open.get())
+    return bool(open_budgets.get())
 
 
 def limits_usd() -> bool:
     """Whether an open budget limits dollars (then a request needs its model's price)."""
-    return any(b.usd is not None for b in _open.get())
+    return any(b.usd is not None for b in open_budgets.get())
 
 
 @contextmanager
@@ -281,15 +285,15 @@ def budget_scope(budget: Budget | None) -> Iterator[None]:
         return
     if not isinstance(budget, Budget):
         raise TypeError(f"budget is an imp.Budget(...), got {type(budget).__name__}")
-    chain = _open.get()
+    chain = open_budgets.get()
     if budget in chain:  # the same account given again by a nested call: already in force
         yield
         return
-    token = _open.set((*chain, budget))
+    token = open_budgets.set((*chain, budget))
     try:
         yield
     finally:
-        _open.reset(token)
+        open_budgets.reset(token)
 
 
 @dataclass(slots=True)
@@ -339,7 +343,7 @@ def reserve(
     most `default_output`); `usd_in` and `usd_out` dollars per token (None: no price known, refused
     under a dollar limit). Returns None when no budget is open.
     """
-    chain = _open.get()
+    chain = open_budgets.get()
     if not chain:
         return None
     priced = usd_in is not None and usd_out is not None
@@ -397,7 +401,7 @@ def release(reservation: Reservation | None) -> None:
 
 def reserve_tool_calls(count: int) -> None:
     """Spend `count` tool calls in every open budget, or raise `BudgetExceeded` spending none."""
-    chain = _open.get()
+    chain = open_budgets.get()
     if not chain or count <= 0:
         return
     wanted = Spend(tool_calls=count)

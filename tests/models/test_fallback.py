@@ -52,13 +52,23 @@ def _filtered() -> Reply:
 
 FAILURES: dict[str, tuple[Callable[[], Reply], type[imp.LMError], bool]] = {
     "rate limited": (lambda: _error(429, "rate_limit_exceeded", "slow down", "requests"), imp.RateLimited, True),
-    "quota": (lambda: _error(429, "insufficient_quota", "You exceeded your current quota", "insufficient_quota"), imp.QuotaExceeded, True),
+    "quota": (
+        lambda: _error(429, "insufficient_quota", "You exceeded your current quota", "insufficient_quota"),
+        imp.QuotaExceeded,
+        True,
+    ),
     "payment": (lambda: _error(402, "payment_required", "top up"), imp.QuotaExceeded, True),
     "unavailable": (lambda: _error(503, "unavailable", "down", "server_error"), imp.ProviderUnavailable, True),
     "high demand": (
         lambda: Reply(
             503,
-            json={"error": {"code": 503, "message": "This model is currently experiencing high demand.", "status": "UNAVAILABLE"}},
+            json={
+                "error": {
+                    "code": 503,
+                    "message": "This model is currently experiencing high demand.",
+                    "status": "UNAVAILABLE",
+                }
+            },
             headers=JSON,
         ),
         imp.ProviderUnavailable,
@@ -119,7 +129,9 @@ async def test_the_kinds_are_configurable(fake: FakeProvider, second: FakeProvid
 
 async def test_a_retry_after_longer_than_the_bound_moves_on_at_once(fake: FakeProvider, second: FakeProvider) -> None:
     fake.responder = lambda received: Reply(
-        429, json={"error": {"message": "slow down", "code": "rate_limit_exceeded"}}, headers={**JSON, "retry-after": "30"}
+        429,
+        json={"error": {"message": "slow down", "code": "rate_limit_exceeded"}},
+        headers={**JSON, "retry-after": "30"},
     )
     second.add(Reply(json=chat_completion("from b")))
     chain = imp.fallback(_client(fake, "a", max_retries=3), _client(second, "b"), max_wait=1.0)
@@ -134,7 +146,11 @@ async def test_a_retry_after_shorter_than_the_bound_is_waited_for_on_the_same_pr
     fake: FakeProvider, second: FakeProvider
 ) -> None:
     fake.add(
-        Reply(429, json={"error": {"message": "slow", "code": "rate_limit_exceeded"}}, headers={**JSON, "retry-after": "0.2"}),
+        Reply(
+            429,
+            json={"error": {"message": "slow", "code": "rate_limit_exceeded"}},
+            headers={**JSON, "retry-after": "0.2"},
+        ),
         Reply(json=chat_completion("from a")),
     )
     chain = imp.fallback(_client(fake, "a", max_retries=3), _client(second, "b"), max_wait=1.0)
@@ -260,7 +276,9 @@ async def test_an_evaluation_keeps_running_when_the_first_provider_starts_return
         answered += 1
         if answered > 5:  # part way through, the first provider runs out of rate
             return Reply(
-                429, json={"error": {"message": "slow", "code": "rate_limit_exceeded"}}, headers={**JSON, "retry-after": "20"}
+                429,
+                json={"error": {"message": "slow", "code": "rate_limit_exceeded"}},
+                headers={**JSON, "retry-after": "20"},
             )
         return Reply(json=chat_completion("[[ ## answer ## ]]\nyes"))
 

@@ -44,7 +44,9 @@ class Billing:
 
 
 def _limits(draw: Any) -> dict[str, Any]:
-    chosen = draw(st.sets(st.sampled_from(["requests", "input_tokens", "output_tokens", "total_tokens", "usd"]), min_size=1))
+    chosen = draw(
+        st.sets(st.sampled_from(["requests", "input_tokens", "output_tokens", "total_tokens", "usd"]), min_size=1)
+    )
     ranges = {
         "requests": st.integers(50, 900),
         "input_tokens": st.integers(2_000, 40_000),
@@ -118,7 +120,9 @@ def _run_thousand(fake: FakeProvider, billing: Billing, limits: dict[str, Any], 
     for error in refused:
         limit = budget.limit(error.limit)
         assert limit is not None
-        assert error.needed.value(error.limit) + error.spent.value(error.limit) + error.reserved.value(error.limit) > limit
+        assert (
+            error.needed.value(error.limit) + error.spent.value(error.limit) + error.reserved.value(error.limit) > limit
+        )
     if "requests" in limits and len(limits) == 1:
         assert len(sent) == min(CALLS, limits["requests"])  # every request that fits went out
 
@@ -148,7 +152,10 @@ def test_each_limit_refuses_the_request_that_would_pass_it_naming_it(limit: str)
 def test_the_requests_limit_counts_requests_in_flight() -> None:
     budget = Budget(requests=2)
     with budget_scope(budget):
-        held = [reserve("p:m", input_tokens=1, output_tokens=1, usd_in=None, usd_out=None, default_output=1) for _ in range(2)]
+        held = [
+            reserve("p:m", input_tokens=1, output_tokens=1, usd_in=None, usd_out=None, default_output=1)
+            for _ in range(2)
+        ]
         with pytest.raises(imp.BudgetExceeded, match="requests limit of 2"):
             reserve("p:m", input_tokens=1, output_tokens=1, usd_in=None, usd_out=None, default_output=1)
         settle(held[0], imp.Usage(1, 1, requests=1))
@@ -236,7 +243,10 @@ def test_a_budget_that_is_not_a_budget_is_refused() -> None:
 def test_the_refusal_carries_the_usage_so_far() -> None:
     budget = Budget(requests=1)
     with budget_scope(budget):
-        settle(reserve("p:m", input_tokens=5, output_tokens=5, usd_in=None, usd_out=None, default_output=1), imp.Usage(4, 3, cost=0.25, requests=1))
+        settle(
+            reserve("p:m", input_tokens=5, output_tokens=5, usd_in=None, usd_out=None, default_output=1),
+            imp.Usage(4, 3, cost=0.25, requests=1),
+        )
         with pytest.raises(imp.BudgetExceeded) as caught:
             reserve("p:m", input_tokens=5, output_tokens=5, usd_in=None, usd_out=None, default_output=1)
     usage = caught.value.usage
