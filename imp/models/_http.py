@@ -27,7 +27,6 @@ from imp.errors import (
     DeadlineExceeded,
     LMError,
     RateLimited,
-    ResponseTooLarge,
     StreamBroken,
     UnsupportedOption,
 )
@@ -48,6 +47,7 @@ from imp.models._stream import (
     empty_stream_error,
     malformed,
     read_json,
+    too_large_error,
 )
 from imp.models._transport import (
     Body,
@@ -62,7 +62,7 @@ from imp.models._wire import forces_tool
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
 from imp.models.cache import ResponseCache, cache_key, resolve_cache
 from imp.models.errors import classify_error, error_from_payload, safe_url
-from imp.models.retry import RetryPolicy, call_with_retries
+from imp.models.retry import RetryPolicy, call_with_retries, with_max_retries
 from imp.runtime.budget import open_budgets
 from imp.runtime.deadline import time_left
 from imp.runtime.usage import record_usage
@@ -140,7 +140,7 @@ class HTTPLM(LM):
         self._stepped = StepDowns()
         self._retry = retry_policy or RetryPolicy()
         if max_retries is not None:
-            self._retry = _with_max_retries(self._retry, max_retries)
+            self._retry = with_max_retries(self._retry, max_retries)
         self._cache = cache
         self.prices = as_prices(prices)
         if context_window is not None and (not isinstance(context_window, int) or context_window <= 0):
@@ -255,7 +255,7 @@ class HTTPLM(LM):
 
     def _policy(self, options: Options) -> RetryPolicy:
         if "max_retries" in options:
-            return _with_max_retries(self._retry, int(options["max_retries"]))
+            return with_max_retries(self._retry, int(options["max_retries"]))
         return self._retry
 
     def _cap(self, options: Options) -> float | None:
@@ -297,8 +297,7 @@ class HTTPLM(LM):
     async def request(self, messages: Sequence[Message], **options: Unpack[Options]) -> LMResponse:
         """Send one request (retrying what may succeed later, stepping down from a refused option)
         and return the normalised response."""
-        merged = self._merged(options)
-        reservation = None
+        merged, reservation = self._merged(options), None
         if open_budgets.get() or self.context_window is not None:
             merged, reservation = await prepare(self, messages, merged, default_output=self.default_max_tokens)
         try:
@@ -320,8 +319,7 @@ class HTTPLM(LM):
         A request the server cannot stream (see `LMCapabilities.stream_tool_calls`) is read whole and
         handed on as deltas. Streams are never cached.
         """
-        merged = self._merged(options)
-        reservation = None
+        merged, reservation = self._merged(options), None
         if open_budgets.get() or self.context_window is not None:
             merged, reservation = await prepare(self, messages, merged, default_output=self.default_max_tokens)
         try:
@@ -473,7 +471,7 @@ class HTTPLM(LM):
         except HTTPFailure as failure:
             raise self._failure(failure) from None
         except BodyTooLarge as too_large:
-            raise self._too_large(too_large) from None
+            raise too_large_error(too_large, self.provider) from None
         finally:
             if deltas is not None:
                 await deltas.aclose()
@@ -512,15 +510,6 @@ class HTTPLM(LM):
         except (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
             text = raw[:300].decode("utf-8", errors="replace")
             raise malformed(exc, "a response body", text, provider=self.provider, secrets=self.secrets) from None
-
-    def _too_large(self, too_large: BodyTooLarge) -> ResponseTooLarge:
-        return ResponseTooLarge(
-            f"{too_large} (max_response_bytes={too_large.limit:,}); "
-            "raise imp.lm(..., max_response_bytes=...) for longer replies",
-            status=200,
-            provider=self.provider,
-            limit=too_large.limit,
-        )
 
     def _failure(self, failure: HTTPFailure) -> LMError | DeadlineExceeded:
         if _deadline_passed(failure.kind):
@@ -578,12 +567,6 @@ def _leave(gate: RequestGate | None, ticket: object) -> None:
     """Give a request's slot back to the gate (when there is one)."""
     if gate is not None:
         gate.leave(ticket)
-
-
-def _with_max_retries(policy: RetryPolicy, max_retries: int) -> RetryPolicy:
-    if max_retries < 0:
-        raise ValueError("max_retries must be >= 0")
-    return dataclasses.replace(policy, max_retries=max_retries)
 
 
 def _deadline_passed(kind: str) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from imp._redact import redact_text
 from imp.errors import InvalidResponse, LMError, ResponseTooLarge, StreamBroken, UnsupportedOption
 from imp.models._sse import SSEDecoder, SSEEvent, SSELimitExceeded
-from imp.models._transport import HTTPFailure
+from imp.models._transport import BodyTooLarge, HTTPFailure
 from imp.models._wire import wire_arguments
 from imp.models.base import LMResponse, StreamEvent
 
@@ -38,6 +38,7 @@ __all__ = [
     "empty_stream_error",
     "malformed",
     "read_json",
+    "too_large_error",
 ]
 
 _MALFORMED = (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError)
@@ -254,4 +255,15 @@ def empty_stream_error(empty: EmptyStream, options: Mapping[str, object], provid
         )
     return StreamBroken(
         f"{empty}: the stream ended before the completion started", provider=provider, code="stream_truncated"
+    )
+
+
+def too_large_error(too_large: BodyTooLarge, provider: str) -> ResponseTooLarge:
+    """The `imp.ResponseTooLarge` for a reply (or one stream event) over `max_response_bytes`."""
+    return ResponseTooLarge(
+        f"{too_large} (max_response_bytes={too_large.limit:,}); "
+        "raise imp.lm(..., max_response_bytes=...) for longer replies",
+        status=200,
+        provider=provider,
+        limit=too_large.limit,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from imp.runtime.deadline import time_left
 if TYPE_CHECKING:
     from tenacity import RetryCallState
 
-__all__ = ["RetryPolicy", "call_with_retries", "longest_wait", "retry_wait"]
+__all__ = ["RetryPolicy", "call_with_retries", "longest_wait", "retry_wait", "with_max_retries"]
 
 OnRetry = Callable[[int, LMError, float], None]
 """Told before each wait: the attempt that failed (1-based), its error and the seconds to wait."""
@@ -39,6 +40,13 @@ class RetryPolicy:
         """The backoff after failed attempt `attempt` (1-based), before jitter is capped."""
         base = min(self.max_backoff, self.initial_backoff * (2.0 ** (attempt - 1)))
         return max(0.0, base * random.uniform(1.0 - self.jitter, 1.0 + self.jitter))
+
+
+def with_max_retries(policy: RetryPolicy, max_retries: int) -> RetryPolicy:
+    """`policy` with `max_retries` retries (a client's `max_retries=` setting, or a call's option)."""
+    if max_retries < 0:
+        raise ValueError("max_retries must be >= 0")
+    return dataclasses.replace(policy, max_retries=max_retries)
 
 
 _longest: ContextVar[float | None] = ContextVar("imp_longest_retry_wait", default=None)

@@ -37,6 +37,7 @@ __all__ = [
     "Spend",
     "budget_open",
     "budget_scope",
+    "charge",
     "limits_usd",
     "open_budgets",
     "release",
@@ -386,6 +387,18 @@ def settle(reservation: Reservation | None, usage: Usage | None, *, reported: bo
         reservation.settled = True
         for budget in reservation.budgets:
             budget._reserved = budget._reserved - held
+            budget._spent = budget._spent + actual
+
+
+def charge(usage: Usage) -> None:
+    """Spend `usage` in every open budget after the fact: a request an LM of the user's own sent
+    without reserving (it could not be refused before sending, but the next one can be)."""
+    chain = open_budgets.get()
+    if not chain or (usage.requests == 0 and usage.total_tokens == 0):
+        return
+    actual = Spend(1, usage.input_tokens, usage.output_tokens, nanodollars(usage.cost or 0.0, up=True))
+    with _LOCK:
+        for budget in chain:
             budget._spent = budget._spent + actual
 
 

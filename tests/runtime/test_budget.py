@@ -236,7 +236,7 @@ def test_a_limit_that_is_not_a_count_or_dollars_is_refused_at_construction(kwarg
 
 
 def test_a_budget_that_is_not_a_budget_is_refused() -> None:
-    with pytest.raises(TypeError, match="imp.Budget"), budget_scope({"usd": 1}):  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"imp\.Budget"), budget_scope({"usd": 1}):  # type: ignore[arg-type]
         pass
 
 
@@ -341,3 +341,18 @@ def test_the_input_bound_holds_every_byte_of_the_messages_and_the_tools() -> Non
     bare = tokens_at_most(messages, {})
     assert bare >= len(text.encode()) + 1
     assert tokens_at_most(messages, {"tools": tools}) >= bare + len(json.dumps(tools)) + 300
+
+
+async def test_an_lm_of_your_own_that_reserves_nothing_is_charged_what_it_reports() -> None:
+    class Own(imp.LM):
+        provider, model = "mine", "m"
+
+        async def request(self, messages: Any, **options: Any) -> imp.LMResponse:
+            return imp.LMResponse(text="[[ ## answer ## ]]\nyes", usage=imp.Usage(30, 4, requests=1))
+
+    program = imp.predict("question -> answer", lm=Own())
+    budget = imp.Budget(total_tokens=50)
+    await imp.call(program, question="?", budget=budget)
+    assert budget.spent == Spend(1, 30, 4)
+    await imp.call(program, question="?", budget=budget)  # not refused before: it could not be
+    assert budget.spent.total_tokens == 68
