@@ -92,7 +92,8 @@ async def count_local_server(
                 return TokenCount(len(ids), "tokenizer", exact=True), "llama.cpp"
     if kind in (None, "llama-cpp-python"):
         text = text_of(messages)
-        counted = await _post(lm, f"{root}/extras/tokenize/count", {"input": text}, options)
+        # A server of several models (its config file) tokenizes with the model named, else with its first.
+        counted = await _post(lm, f"{root}/extras/tokenize/count", {"input": text, "model": lm.model}, options)
         count = counted.get("count") if isinstance(counted, Mapping) else None
         if isinstance(count, int) and not isinstance(count, bool):
             return TokenCount(count + PER_MESSAGE * len(messages), "tokenizer", exact=False), "llama-cpp-python"
