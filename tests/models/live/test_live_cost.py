@@ -30,7 +30,9 @@ async def test_count_tokens_uses_the_servers_tokenizer_and_comes_close_to_what_i
     assert abs(counted.input_tokens - billed) <= abs(estimate - billed) + 4
 
 
-async def test_a_request_past_the_servers_window_is_refused_before_it_is_sent(live_server: str, live_model: LiveModel) -> None:
+async def test_a_request_past_the_servers_window_is_refused_before_it_is_sent(
+    live_server: str, live_model: LiveModel
+) -> None:
     async with imp.lm(f"openai:{live_model.alias}", base_url=live_server, api_key="none", context_window=2048) as lm:
         with pytest.raises(imp.ContextWindowExceeded, match="it was not sent"):
             await lm.request([{"role": "user", "content": "the planet mars is red " * 1000}])
