@@ -21,6 +21,7 @@ from imp.programs._parameters import (
     sub_programs,
 )
 from imp.programs.rendered import RenderedRequest, render
+from imp.runtime.budget import Budget, budget_scope
 from imp.runtime.deadline import time_left
 from imp.runtime.events import RunCancelled, RunFailed, RunFinished, RunStarted
 from imp.runtime.journal import Journal, SessionStore, current_journal_scope
@@ -161,6 +162,7 @@ async def call(
     sessions: SessionStore | None = None,
     resume: object = None,
     decisions: Mapping[str, object] | None = None,
+    budget: Budget | None = None,
     **fields: Any,
 ) -> Prediction:
     """Run a program on inputs (a mapping, keyword fields, or both) and return its Prediction.
@@ -174,8 +176,24 @@ async def call(
     (`imp.SQLiteJournal`, or `imp.configure(journal=...)`) the run's LM exchanges and tool calls are
     recorded, and a second call with the same run id replays them (docs/durable.md). With
     `session_id` and `sessions` (`imp.SQLiteSessions`) the program's history input is the session's,
-    and the new turn is added to it.
+    and the new turn is added to it. Under `budget=imp.Budget(...)` no request or tool call that would
+    pass one of its limits is made (`imp.BudgetExceeded`); nested calls share it (docs/cost.md).
     """
+    if budget is not None:
+        with budget_scope(budget):
+            return await call(
+                program,
+                inputs,
+                authorize=authorize,
+                on_event=on_event,
+                run_id=run_id,
+                journal=journal,
+                session_id=session_id,
+                sessions=sessions,
+                resume=resume,
+                decisions=decisions,
+                **fields,
+            )
     if not isinstance(program, Program):
         raise TypeError(
             f"imp.call runs an imp program (predict, chain_of_thought, react), got {type(program).__name__}"

@@ -34,6 +34,7 @@ from imp.programs.base import Program
 from imp.programs.pending import Pending, check_call_options, pause, resolve_decisions, restore_inputs
 from imp.programs.predict import ChainOfThought, Predict, check_options, prepare_inputs
 from imp.records import plain
+from imp.runtime.budget import reserve_tool_calls
 from imp.runtime.events import ContextProjected, ModelRequest, ModelResponse, Reasoning
 from imp.runtime.run import current_run, emit
 from imp.runtime.usage import track_usage
@@ -379,6 +380,8 @@ class ReActTrajectory(ToolLoop, Program):
             step = TrajectoryStep(thought, name, args)
             turn.steps.append(step)
             call = ToolCall(f"call_{index + 1}", name, args)
+            if name != FINISH:  # the loop's own `finish` is free; a tool call is reserved before it runs
+                reserve_tool_calls(1)
             (result,) = await run_tool_calls(
                 [call],
                 roster,

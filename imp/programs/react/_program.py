@@ -36,6 +36,7 @@ from imp.programs.react._state import (
     HistoryReplay,
     TurnState,
 )
+from imp.runtime.budget import BudgetExceeded
 from imp.runtime.deadline import self_ending
 from imp.runtime.usage import track_usage
 from imp.settings import settings
@@ -275,7 +276,7 @@ class ReAct(ToolLoop, Program):
                     ending = await resume_turn(spec, state, paused, resolution)
                 else:
                     ending = await run_turn(spec, state)
-            except (LMError, ReActStepError, ExecutionCancelled, ValidationFailed) as exc:
+            except (LMError, ReActStepError, ExecutionCancelled, ValidationFailed, BudgetExceeded) as exc:
                 exc.history = state.recorded(spec.base)  # what the turn did before the error ended it
                 raise
             finally:

@@ -17,6 +17,7 @@ from imp.programs._validate import check, refused
 from imp.programs.react._spec import TurnSpec, check_outputs
 from imp.programs.react._state import SUBMIT, Ending, Finish, TurnState
 from imp.records import plain
+from imp.runtime.budget import reserve_tool_calls
 from imp.runtime.deadline import time_left
 from imp.runtime.events import Reasoning
 from imp.runtime.run import current_run, emit
@@ -38,13 +39,14 @@ async def run_calls(
 ) -> Ran:
     """Run the calls under the program's policy, the run's authorization and the deadline.
 
-    If anything but the deadline stops them (a cancellation, `ExecutionCancelled`), the step is
-    recorded with the results so far before the exception goes on.
+    If anything but the deadline stops them (a cancellation, `ExecutionCancelled`, a budget that has no
+    tool calls left for them), the step is recorded with the results so far before the exception goes on.
     """
     run = current_run()
     results: list[ToolResult] = []
     left = time_left()
     try:
+        reserve_tool_calls(sum(1 for call in calls if call.name != SUBMIT))  # the loop's own `submit` is free
         with anyio.fail_after(left) if left is not None else nullcontext():
             await run_tool_calls(
                 list(calls),
