@@ -40,6 +40,19 @@ class Journal(Protocol):
         recorded steps answered from the journal, the others run and recorded."""
         ...
 
+    async def resume(
+        self,
+        run_id: str,
+        program: str,
+        pending: object,
+        decisions: object,
+        body: Callable[[Any], Awaitable[Any]],
+    ) -> Any:
+        """Resume the run `run_id`, paused awaiting approval, with `decisions`: `body(pending_turn)` runs
+        the program on from the run's kept pending turn (or `pending`, the `imp.Pending` given, checked
+        to be it), its steps recorded as the run's next segment; the same decisions again replay it."""
+        ...
+
 
 class SessionStore(Protocol):
     """Where conversations are kept by id (`imp.SQLiteSessions`): `imp.call` hands it the turn."""
