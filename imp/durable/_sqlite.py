@@ -315,7 +315,7 @@ class SQLiteJournal:
         digest = value_digest(inputs)
         now = time.time()
         with self._lock:
-            row = db.execute("SELECT program, inputs FROM imp_runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = db.execute("SELECT program, inputs, status FROM imp_runs WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
                 db.execute(
                     "INSERT INTO imp_runs VALUES (?, ?, ?, 'running', ?, ?)", (run_id, program, digest, now, now)
@@ -325,9 +325,10 @@ class SQLiteJournal:
             ).fetchall()
         if row is not None and (row[0], row[1]) != (program, digest):
             what = f"the program ({row[0]} recorded, {program} now)" if row[0] != program else "the inputs"
+            paused = " It is paused awaiting approval: resume it with decisions={...}." if row[2] == "paused" else ""
             raise JournalMismatch(
                 f"run {run_id!r} was recorded with other {what.removeprefix('the ')}: {what} changed. "
-                f"Give this call a new run id (journal.delete({run_id!r}) forgets the old run)",
+                f"Give this call a new run id (journal.delete({run_id!r}) forgets the old run).{paused}",
                 run_id=run_id,
             )
         return _log_of(self, run_id, rows)
