@@ -223,20 +223,23 @@ def test_killed_runs_resume_without_repeating_recorded_steps(
 def _attempts(attempt: Attempt, scenario: str, journal: str, provider: CrashProvider, run_prefix: str) -> None:
     began = time.monotonic()
     before = provider.count
-    reference_id = f"{run_prefix}reference"
-    reference = attempt.finish([reference_id])[reference_id]
-    duration = float(reference.pop("elapsed"))
-    lm_calls = provider.count - before
+    count, batch = runs_for(scenario), BATCH[scenario]
+    # The uncrashed reference runs as a batch too, so its time is a batched run's (the kills' scale).
+    references = attempt.finish([f"{run_prefix}reference-{i}" for i in range(batch)])
+    duration = max(float(r.pop("elapsed")) for r in references.values())
+    reference = references[f"{run_prefix}reference-0"]
+    assert all(r == reference for r in references.values())
+    assert (provider.count - before) % batch == 0
+    lm_calls = (provider.count - before) // batch
     tool_lines = _lines(attempt.log)
     expected_tools = EXPECTED_TOOLS[scenario]
-    assert len(tool_lines) == expected_tools
+    assert len(tool_lines) == expected_tools * batch
     if scenario == "approve":  # each refund ran once, after its pause, with the arguments approved (half)
         refunds = [line.split(" refund ")[1] for line in tool_lines if " refund " in line]
-        assert sorted(json.loads(r)["amount"] for r in refunds) == [20.0, 20.5]
+        assert sorted(json.loads(r)["amount"] for r in refunds) == sorted([20.0, 20.5] * batch)
         assert reference["pauses"] == APPROVAL_ROUNDS
     rng = random.Random(f"{scenario}-{os.environ.get('IMP_CRASH_SEED', '1')}")
     totals = {"runs": 0, "recorded_lm": 0, "recorded_tools": 0, "lm_sent_again": 0, "tools_run_again": 0}
-    count, batch = runs_for(scenario), BATCH[scenario]
     for first in range(0, count, batch):
         run_ids = [f"{run_prefix}{scenario}-{n}" for n in range(first, min(count, first + batch))]
         # Each run is to be killed at a random point of its own: started that much before the one kill.
@@ -277,6 +280,6 @@ def _attempts(attempt: Attempt, scenario: str, journal: str, provider: CrashProv
                 refunds = {line.split(" ")[0]: json.loads(line.split(" refund ")[1])["amount"] for line in lines}
                 assert sorted(refunds.values()) == [20.0, 20.5], f"{run_id}: refunds {lines}"
     print(
-        f"\n{scenario} on {journal}: {totals} (an uncrashed run: {lm_calls} requests, {len(tool_lines)} tool "
+        f"\n{scenario} on {journal}: {totals} (an uncrashed run: {lm_calls} requests, {expected_tools} tool "
         f"runs, {duration:.2f} s; {time.monotonic() - began:.0f} s in all)"
     )

@@ -145,9 +145,7 @@ async def test_resume_pending_under_the_same_run_id_goes_on_and_another_pending_
     assert again == done and len(ran("refund")) == 1
 
 
-@pytest.mark.parametrize(
-    "decisions", [{}, {"a": imp.Allow()}, {"b": "yes"}, [], {"b": imp.Allow(arguments={"x": 1})}]
-)
+@pytest.mark.parametrize("decisions", [{}, {"a": imp.Allow()}, {"b": "yes"}, [], {"b": imp.Allow(arguments={"x": 1})}])
 async def test_a_missing_or_unusable_decision_runs_nothing_and_the_pause_waits_again(
     journal: imp.SQLiteJournal, decisions: Any
 ) -> None:
