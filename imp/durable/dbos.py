@@ -246,7 +246,7 @@ class DBOSJournal:
                 )
         if first is None:
             raise ResumeError(f"no DBOS workflow {run_id!r} to resume; a run is started with its inputs")
-        pauses, status = await asyncio.get_running_loop().run_in_executor(None, _pauses, run_id)
+        pauses, status = await _pauses(run_id)
         pause, claim = choose(run_id, status, pauses, given, decisions)
         resumed = to_resume(pause, given, decisions, run_id, claim)
         segment = pause.n + 1
@@ -260,9 +260,10 @@ class DBOSJournal:
                 await DBOS.delete_workflow_async(_workflow_id(run_id, segment))
             raise
 
-    def pending(self, run_id: str) -> Pending | None:
-        """The pending turn the run `run_id` waits with (its newest pause, not yet resumed), or None."""
-        pauses, _ = _pauses(run_id)
+    async def pending(self, run_id: str) -> Pending | None:
+        """The pending turn the run `run_id` waits with (its newest pause, not yet resumed), or None
+        (a coroutine, as DBOS's own status calls are)."""
+        pauses, _ = await _pauses(run_id)
         if not pauses or pauses[-1].claim is not None:
             return None
         return to_resume(pauses[-1], None, {}, run_id, True)
@@ -277,12 +278,12 @@ def _claim_of(status: Any) -> str | None:
     return claim if isinstance(claim, str) else None
 
 
-def _pauses(run_id: str) -> tuple[list[Pause], str]:
+async def _pauses(run_id: str) -> tuple[list[Pause], str]:
     """A run's pauses (each segment's workflow that ended with a pending turn, and the claim of the one
     that resumed it), and the status of its newest segment in imp's words."""
     pauses: list[Pause] = []
     segment = 0
-    status = DBOS.get_workflow_status(run_id)
+    status = await DBOS.get_workflow_status_async(run_id)
     word = "running"
     while status is not None:
         word = {"SUCCESS": "finished", "ERROR": "failed"}.get(status.status, "running")
@@ -291,7 +292,7 @@ def _pauses(run_id: str) -> tuple[list[Pause], str]:
         if data is None:
             break
         checked = read_pause(json.dumps(data), run_id, segment)  # DBOS read it; bounded here all the same
-        status = DBOS.get_workflow_status(_workflow_id(run_id, segment + 1))
+        status = await DBOS.get_workflow_status_async(_workflow_id(run_id, segment + 1))
         claim = None if status is None else _claim_of(status)
         pauses.append(Pause(segment, checked, claim))
         word = "paused"

@@ -30,6 +30,7 @@ import signal
 import sqlite3
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,8 @@ def _lines(path: Path) -> list[str]:
 
 
 JOURNALS = ["sqlite", "dbos-sqlite", "dbos-postgres"]
+SESSION = uuid.uuid4().hex[:8]
+"""Run ids differ between test sessions: a Postgres kept between them keeps their workflows."""
 
 
 def _dbos_rows(journal: str, path: Path, run_id: str) -> list[tuple[str, str, Any]]:
@@ -212,7 +215,7 @@ def test_killed_runs_resume_without_repeating_recorded_steps(
     if not _available(journal):
         pytest.skip(f"{journal} runs in the DBOS tier (make test-dbos)")
     # One Postgres database serves every test: run ids stay apart.
-    run_prefix = f"{tmp_path.name}-" if journal == "dbos-postgres" else ""
+    run_prefix = f"{tmp_path.name}-{SESSION}-" if journal == "dbos-postgres" else ""
     attempt = Attempt(forks, provider, scenario, journal, tmp_path)
     try:
         _attempts(attempt, scenario, journal, provider, run_prefix)
