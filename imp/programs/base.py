@@ -249,7 +249,7 @@ async def _durable_call(
         return result
 
     if sessions is not None and session_id is not None:
-        return await sessions.run(session_id, program, inputs, run_turn)
+        return await sessions.run(session_id, program, inputs, run_turn, resumed=bool(options))
     return await run_turn(inputs)
 
 

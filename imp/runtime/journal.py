@@ -63,9 +63,12 @@ class SessionStore(Protocol):
         program: Any,
         inputs: dict[str, Any],
         turn: Callable[[dict[str, Any]], Awaitable[Prediction]],
+        *,
+        resumed: bool = False,
     ) -> Prediction:
         """Run one turn of the session: `turn(inputs)` with the session's history as the program's
-        history input, then keep the history with the new turn added."""
+        history input, then keep the history with the new turn added. A `resumed` turn (one that
+        paused awaiting approval) holds its history already: it is run as it is, and kept as it ends."""
         ...
 
 

@@ -449,3 +449,19 @@ def test_a_run_paused_in_one_process_resumes_by_its_run_id_in_another(tmp_path: 
     assert third.returncode == 0, third.stderr
     assert json.loads(third.stdout) == {"reply": "Refunded.", "complete": True, "shown": None}
     assert log.read_text() == "o1 7 p-1:resume-1/0.0:r1\n"
+
+
+async def test_a_session_turn_that_paused_is_kept_whole_once_resumed(tmp_path: Path) -> None:
+    journal = imp.SQLiteJournal(tmp_path / "app.db")
+    sessions = imp.SQLiteSessions(tmp_path / "app.db")
+    paused = await imp.call(agent(SCRIPT), ticket="t", run_id="u1", journal=journal, session_id="u", sessions=sessions)
+    assert paused.metadata.pending is not None
+    done = await imp.call(
+        agent(SCRIPT[1:]), run_id="u1", journal=journal, decisions=EDIT, session_id="u", sessions=sessions
+    )
+    assert done.complete and sessions.history("u") == done.metadata.history
+    assert [s.fields.get("reply") for s in sessions.history("u")][-1] == "Refunded 10 on o1."
+    # The session's next turn reads the whole of it.
+    nxt = imp.ScriptedLM(["Anything else?"])
+    await imp.call(agent([], lm=nxt), ticket="thanks", session_id="u", sessions=sessions)
+    assert "refunded 10 on o1" in str(nxt.requests[0].messages)
