@@ -1,6 +1,6 @@
 """What imp's parse limits cost on ordinary replies, and how long the worst hostile reply holds the loop.
 
-Three tables:
+Four tables:
 
 1. Ordinary replies (tool arguments, a JSON-adapter reply, a large structured output, an XML reply),
    parsed with the limits on and with the checks replaced by no-ops: the ratio is the limits' cost.
@@ -9,6 +9,7 @@ Three tables:
 3. The worst shapes found for each reader (deep nesting, unclosed strings and tags, comments), at
    growing sizes up to the size limit: the longest single parse is how long a hostile reply can
    hold the event loop.
+4. The longest repair allowed: each repairable shape at exactly `max_repair_chars`.
 
     .venv/bin/python benchmarks/parse_limits.py          # all three
     .venv/bin/python benchmarks/parse_limits.py -n 2000  # fewer repetitions
@@ -160,6 +161,26 @@ def worst() -> None:
         print(f"| XMLAdapter | {name} | {cells} |")
 
 
+def longest_repair() -> None:
+    """The longest repair the limits allow: every repairable shape at `max_repair_chars`."""
+    size = imp.settings().parse_limits.max_repair_chars
+    shapes = {
+        "short tokens": "[" + "1," * size,
+        "unquoted keys": "{" + "a:b," * size,
+        "objects without commas": "[" + '{"a": 1 "b": [1 2]}' * size,
+        "comments": "[" + "1 /*c*/," * size,
+        "strings": "[" + '"ab",' * size,
+    }
+    print(f"\n4. The longest repair allowed ({size:,} characters): milliseconds, best of 15\n")
+    print("| shape | ms |\n| --- | ---: |")
+    for name, text in shapes.items():
+        text = text[:size]
+        print(f"| {name} | {min(once(lambda t=text: reader.loads(t)) for _ in range(15)):.1f} |")
+    start = time.perf_counter()
+    sum(range(1_000_000))
+    print(f"\n(this machine: sum(range(1e6)) took {(time.perf_counter() - start) * 1000:.1f} ms)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=20_000, help="calls per timed run of an ordinary reply")
@@ -168,6 +189,7 @@ def main() -> None:
     ordinary(args.n)
     repairs(args.n)
     worst()
+    longest_repair()
 
 
 if __name__ == "__main__":

@@ -215,10 +215,6 @@ def find_object(text: str) -> str | None:
 
 # --- the repair: one pass, an explicit stack -------------------------------------------------
 
-_SPACE = re.compile(r"(?:\s++|//[^\n]*+|/\*(?:[^*]++|\*(?!/))*+(?:\*/)?)*+")
-_DQ = re.compile(r'((?:[^"\\]++|\\.)*+)\\?', re.DOTALL)
-_SQ = re.compile(r"((?:[^'\\]++|\\.)*+)\\?", re.DOTALL)
-_BARE = re.compile(r"""(?:[^,:{}\[\]"'\n/]++|/(?![/*]))++""")  # up to a delimiter or a comment
 _OPENER = re.compile(r"[\[{]")
 _NUMBER = re.compile(r"[-+]?(?:\d++\.?\d*+|\.\d++)(?:[eE][-+]?\d++)?\Z")
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
@@ -261,6 +257,8 @@ def _bare(text: str) -> Any:
     """Unquoted text: a JSON or Python literal, a number, else the text itself."""
     if text in _WORDS:
         return _WORDS[text]
+    if text.isdigit() and text.isascii():
+        return int(text)
     if _NUMBER.match(text):
         try:
             return float(text) if any(c in text for c in ".eE") else int(text)
@@ -269,18 +267,17 @@ def _bare(text: str) -> Any:
     return text
 
 
-def _scalar(text: str, pos: int) -> tuple[Any, int, bool]:
-    """The string or bare value at `pos`: (value, the position after it, whether it was quoted)."""
-    quote = text[pos]
-    if quote in "\"'":
-        match = (_DQ if quote == '"' else _SQ).match(text, pos + 1)
-        assert match is not None  # both patterns match the empty string
-        end = match.end()
-        closed = end < len(text) and text[end] == quote
-        return _string(match.group(1), quote), end + 1 if closed else end, True
-    match = _BARE.match(text, pos)
-    assert match is not None  # every character the loop leaves here is one _BARE takes
-    return _bare(match.group().strip()), match.end(), False
+# One pattern for every token, so the loop below makes one regex call per token: a comment or
+# whitespace run, an opener, a closer, a separator, a string in either quote (its closing quote
+# optional: a cut-off string ends the text), or a bare run up to a delimiter or a comment.
+_TOKEN = re.compile(
+    r"""(?P<space>(?:\s++|//[^\n]*+|/\*(?:[^*]++|\*(?!/))*+(?:\*/)?)++)"""
+    r"""|(?P<open>[\[{])|(?P<close>[\]}])|(?P<sep>[,:])"""
+    r"""|"(?P<dq>(?:[^"\\]++|\\.)*+)\\?(?P<dq_end>"?)"""
+    r"""|'(?P<sq>(?:[^'\\]++|\\.)*+)\\?(?P<sq_end>'?)"""
+    r"""|(?P<bare>(?:[^,:{}\[\]"'\n/]++|/(?![/*]))++)""",
+    re.DOTALL,
+)
 
 
 def _repair(text: str) -> Any:
@@ -292,44 +289,44 @@ def _repair(text: str) -> Any:
     root: Any = None
     stack: list[Any] = []
     keys: list[Any] = []  # per open object: the key waiting for its value (_NO_KEY when none)
-    pos, end = first.start(), len(text)
-    while True:
-        pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # matches the empty string
-        if pos >= end:
-            break
-        char = text[pos]
-        if char in "{[":
+    for token in _TOKEN.finditer(text, first.start()):
+        kind = token.lastgroup
+        if kind == "space" or kind == "sep":
+            continue
+        if kind == "open":
             if len(stack) >= max_depth:
                 raise OverLimit(_too_deep("JSON"))
-            made: Any = {} if char == "{" else []
+            made: Any = {} if token.group() == "{" else []
             if stack:
                 _put(stack, keys, made)
             else:
                 root = made
             stack.append(made)
             keys.append(_NO_KEY)
-            pos += 1
-        elif char in "}]":
-            pos += 1
-            kind = dict if char == "}" else list
+            continue
+        if kind == "close":
+            closes = dict if token.group() == "}" else list
             for i in range(len(stack) - 1, -1, -1):  # the innermost of this kind; a stray one is skipped
-                if type(stack[i]) is kind:
+                if type(stack[i]) is closes:
                     _close(stack, keys, i)
                     break
             if not stack:
                 return root
-        elif char in ",:":
-            pos += 1
+            continue
+        if kind == "dq_end":
+            value: Any = _string(token.group("dq"), '"')
+        elif kind == "sq_end":
+            value = _string(token.group("sq"), "'")
         else:
-            value, pos, quoted = _scalar(text, pos)
-            top = stack[-1]
-            if isinstance(top, list):
-                top.append(value)
-            elif keys[-1] is _NO_KEY:
-                keys[-1] = value if quoted or isinstance(value, str) else _key_text(value)
-            else:
-                top[keys[-1]] = value
-                keys[-1] = _NO_KEY
+            value = _bare(token.group().strip())
+        top = stack[-1]
+        if type(top) is list:
+            top.append(value)
+        elif keys[-1] is _NO_KEY:
+            keys[-1] = value if kind != "bare" or isinstance(value, str) else _key_text(value)
+        else:
+            top[keys[-1]] = value
+            keys[-1] = _NO_KEY
     _close(stack, keys, 0)  # cut off: close what is open
     return root
 

@@ -28,6 +28,8 @@ from smoke_support import (
     EXTRAS,
     PROJECT,
     PYTHONS,
+    RAY_START_ATTEMPTS,
+    RAY_START_TIMEOUT,
     ROOT,
     SUPPORTED,
     USER_EXTRAS,
@@ -82,7 +84,8 @@ def _snippet_task(extra: str) -> Task:
     def task(python: Path, folder: Path) -> str:
         snippet = snippet_for(extra)
         shutil.copy(snippet, folder / snippet.name)
-        return run([str(python), snippet.name], cwd=folder, timeout=600).stdout
+        command = [str(python), snippet.name]
+        return run(command, cwd=folder, timeout=600, attempts=RAY_START_ATTEMPTS, again_if=RAY_START_TIMEOUT).stdout
 
     return task
 
