@@ -17,6 +17,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -34,7 +35,7 @@ from imp.durable._pauses import (
     to_resume,
 )
 from imp.durable._records import value_digest
-from imp.durable._scope import Recorded, RunLog, Scope
+from imp.durable._scope import Recorded, RunLog, Scope, one_call
 from imp.errors import JournalError, JournalMismatch, ResumeError
 from imp.prediction import Prediction
 from imp.programs.pending import Pending
@@ -182,8 +183,17 @@ class SQLiteJournal:
         self, run_id: str, program: str, inputs: Mapping[str, Any], body: Callable[[], Awaitable[Any]]
     ) -> Any:
         """Run `body` as the run `run_id`: recorded steps are replayed, new ones recorded."""
-        log = self.open_run(check_run_id(run_id), program, inputs)
+        with self._only(check_run_id(run_id)):
+            return await self._run(run_id, program, inputs, body)
+
+    async def _run(
+        self, run_id: str, program: str, inputs: Mapping[str, Any], body: Callable[[], Awaitable[Any]]
+    ) -> Any:
+        log = self.open_run(run_id, program, inputs)
         return await self._segment(log, 0, body)
+
+    def _only(self, run_id: str) -> AbstractContextManager[None]:
+        return one_call(str(self.path.resolve()), run_id)
 
     async def _segment(self, log: RunLog, segment: int, body: Callable[[], Awaitable[Any]]) -> Any:
         """Run one segment of a run (0: the call with its inputs; n: its n-th resume) in its scope; keep
@@ -233,13 +243,19 @@ class SQLiteJournal:
         check_run_id(run_id)
         given = check_resume(pending, decisions)
         assert isinstance(decisions, Mapping)
+        with self._only(run_id):
+            return await self._resume(run_id, program, given, decisions, body)
+
+    async def _resume(
+        self, run_id: str, program: str, given: Pending | None, decisions: Mapping[str, Any], body: Body
+    ) -> Any:
         db = self._connection()
         with self._lock:
             row = db.execute("SELECT program, inputs, status FROM imp_runs WHERE run_id = ?", (run_id,)).fetchone()
         if given is not None and (row is None or row[1] == value_digest(start_inputs(given, decisions))):
             # A pending turn resumed under a run id of its own: a run whose inputs are the turn and the decisions.
             first = row is None
-            return await self.run(
+            return await self._run(
                 run_id,
                 program,
                 start_inputs(given, decisions),
@@ -252,11 +268,15 @@ class SQLiteJournal:
                 f"run {run_id!r} was recorded with the program {row[0]}, not {program}: resume it with its own program",
                 run_id=run_id,
             )
-        while True:
-            pause, claim = choose(run_id, str(row[2]), self._pauses(run_id), given, decisions)
-            resumed = to_resume(pause, given, decisions, run_id, claim)
-            if not claim or self._claim(run_id, pause.n, claim_digest(pause.data, decisions)):
-                break  # else another process claimed it first: choose again, seeing its claim
+        pause, claim = choose(run_id, str(row[2]), self._pauses(run_id), given, decisions)
+        resumed = to_resume(pause, given, decisions, run_id, claim)
+        if claim and not self._claim(run_id, pause.n, claim_digest(pause.data, decisions)):
+            # Another call claimed it between the read and the write: it runs the resumed part now, and
+            # running it here too would run its tools twice. Called again later, this call replays it.
+            raise ResumeError(
+                f"run {run_id!r}'s pause {pause.n} was resumed by another call just now; call again once it "
+                "has finished (the same decisions replay what it did)"
+            )
         segment = pause.n + 1
         log = self._log(run_id)
         before = log.next_seq

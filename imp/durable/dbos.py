@@ -42,7 +42,7 @@ from imp.durable._pauses import (
     to_resume,
 )
 from imp.durable._records import value_digest
-from imp.durable._scope import Recorded, RunLog, Scope
+from imp.durable._scope import Recorded, RunLog, Scope, one_call
 from imp.durable._sqlite import check_run_id
 from imp.errors import JournalError, JournalMismatch, ResumeError
 from imp.prediction import Prediction
@@ -192,7 +192,8 @@ class DBOSJournal:
     ) -> Any:
         """Run `body` as the DBOS workflow `run_id`: its recorded steps answered from DBOS, new ones run as steps."""
         check_run_id(run_id)
-        return await self._segment(run_id, 0, program, None, body)
+        with one_call("dbos", run_id):
+            return await self._segment(run_id, 0, program, None, body)
 
     async def _segment(
         self, run_id: str, segment: int, program: str, claim: str | None, body: Callable[[], Awaitable[Any]]
@@ -235,6 +236,12 @@ class DBOSJournal:
         check_run_id(run_id)
         given = check_resume(pending, decisions)
         assert isinstance(decisions, Mapping)
+        with one_call("dbos", run_id):
+            return await self._resume(run_id, program, given, decisions, body)
+
+    async def _resume(
+        self, run_id: str, program: str, given: Pending | None, decisions: Mapping[str, Any], body: Body
+    ) -> Any:
         first = await DBOS.get_workflow_status_async(run_id)
         if given is not None:
             start = value_digest(start_inputs(given, decisions))

@@ -465,3 +465,29 @@ async def test_a_session_turn_that_paused_is_kept_whole_once_resumed(tmp_path: P
     nxt = imp.ScriptedLM(["Anything else?"])
     await imp.call(agent([], lm=nxt), ticket="thanks", session_id="u", sessions=sessions)
     assert "refunded 10 on o1" in str(nxt.requests[0].messages)
+
+
+async def test_two_calls_resuming_one_pause_at_once_run_the_approved_call_once(tmp_path: Path) -> None:
+    """The same approval taken twice at once (a double-clicked button): one call resumes the run, the
+    other is refused; called again once the first has ended, it replays."""
+    import anyio
+
+    first = imp.SQLiteJournal(tmp_path / "runs.db")
+    await imp.call(agent(SCRIPT), ticket="t", run_id="race", journal=first)
+    outcomes: list[str] = []
+
+    async def resume(journal: imp.SQLiteJournal) -> None:
+        try:
+            await imp.call(agent(SCRIPT[1:]), run_id="race", journal=journal, decisions=EDIT)
+            outcomes.append("resumed")
+        except (imp.ResumeError, imp.JournalError) as error:
+            assert "just now" in str(error) or "running in this process already" in str(error)
+            outcomes.append("refused")
+
+    async with anyio.create_task_group() as group:
+        for journal in (imp.SQLiteJournal(tmp_path / "runs.db"), imp.SQLiteJournal(tmp_path / "runs.db")):
+            group.start_soon(resume, journal)
+    assert sorted(outcomes) == ["refused", "resumed"]
+    assert ran("refund") == [{"order": "o1", "amount": 10.0}]
+    again = await imp.call(agent([]), run_id="race", journal=first, decisions=EDIT)
+    assert again.complete and len(ran("refund")) == 1
