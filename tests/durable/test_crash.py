@@ -70,7 +70,7 @@ def forks() -> Any:
     try:  # the DBOS tier: DBOS and its database drivers imported once, not in every child
         import dbos  # noqa: F401
 
-        preload += ["dbos", "dbos_child", "sqlalchemy", "psycopg"]
+        preload += ["dbos", "dbos_child", "imp.durable.dbos", "sqlalchemy", "psycopg"]
     except ImportError:
         pass
     ctx.set_forkserver_preload(preload)
