@@ -26,6 +26,7 @@ import json
 import multiprocessing
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import sys
@@ -150,7 +151,8 @@ class Attempt:
         self.extra: list[str] = []
         if journal == "dbos-sqlite":
             shm = Path("/dev/shm")
-            if shm.is_dir() and os.access(shm, os.W_OK):
+            # A container's /dev/shm may be small (64 MB under Docker): the runs' file takes about 20 MB.
+            if shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 256 * 1024 * 1024:
                 self.journal = shm / f"imp-crash-{os.getpid()}-{tmp.name}.sqlite"
             self.extra = [journal, f"sqlite:///{self.journal}"]
         elif journal == "dbos-postgres":
