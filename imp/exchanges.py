@@ -22,7 +22,14 @@ from imp.models.base import LMResponse
 from imp.records import Message, content_text
 from imp.settings import process_settings
 
-__all__ = ["Exchange", "inspect_history", "program_label", "record_exchange", "recent_exchanges"]
+__all__ = [
+    "Exchange",
+    "current_program_label",
+    "inspect_history",
+    "program_label",
+    "record_exchange",
+    "recent_exchanges",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +48,10 @@ class Exchange:
 
 type _Record = tuple[float, str, Sequence[Message], Mapping[str, Any], LMResponse | None, str | None, str | None]
 _PROGRAM: ContextVar[str | None] = ContextVar("imp_program_label", default=None)
+
+
+current_program_label = _PROGRAM.get
+"""The name `program_label` gives the requests made here (a function program's), or None."""
 
 
 @contextmanager

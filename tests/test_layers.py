@@ -76,6 +76,7 @@ MODULE_ORDER = [
     "imp.prediction",
     "imp.adapters._fields",
     "imp.adapters._split",
+    "imp.adapters._partial_tree",
     "imp.adapters.base",
     "imp.adapters._registry",
     "imp.adapters.json",

@@ -67,6 +67,7 @@ class FieldSplitter:
         self._field: str | None = None
         self._started = False
         self._spaces = ""
+        self._starts: dict[str, tuple[tuple[str, ...], re.Pattern[str] | None]] = {}
 
     def feed(self, chunk: str) -> list[Piece]:
         """The field pieces this chunk completes."""
@@ -99,16 +100,28 @@ class FieldSplitter:
                 if amp >= 0 and ";" not in buf[amp:safe]:
                     safe = amp  # an entity cut by the chunk's end
             self._emit(out, buf[self._pos : safe], end=final)
-            self._pos = safe
+            # Keep only what is not read yet: the reply is never held (or copied per chunk) whole.
+            self._buf, self._pos = buf[safe:], 0
             return out
 
     def _safe(self, buf: str, field: str) -> int:
         """Where text that could be the start of a marker begins (the end when none could)."""
-        markers = self._markers(field)
-        for i in range(max(self._pos, len(buf) - self._holdback), len(buf)):
-            tail = " ".join(buf[i:].split()) if not buf[i].isspace() else ""
-            if tail and any(m.startswith(tail) for m in markers):
+        found = self._starts.get(field)
+        if found is None:
+            markers = tuple(m for m in self._markers(field) if m)
+            firsts = "".join(sorted({m[0] for m in markers}))
+            found = self._starts[field] = (markers, re.compile(f"[{re.escape(firsts)}]") if firsts else None)
+        markers, starts = found
+        if starts is None:
+            return len(buf)
+        # Only where a marker's first character is: a chunk of plain text costs one C-level search.
+        at = starts.search(buf, max(self._pos, len(buf) - self._holdback))
+        while at is not None:
+            i = at.start()
+            tail = " ".join(buf[i:].split())
+            if any(m.startswith(tail) for m in markers):
                 return i
+            at = starts.search(buf, i + 1)
         return len(buf)
 
     def _emit(self, out: list[Piece], text: str, *, end: bool) -> None:
@@ -129,24 +142,30 @@ class FieldSplitter:
             self._spaces = ""
 
 
+_RAW_STOP = re.compile(r'["\[\]{},]')
+"""Where a non-string value's text may change state: a string, a nesting, its end."""
+_RAW_STRING_STOP = re.compile(r'["\\]')
+"""Where a string inside a non-string value may end or escape."""
+
+
 class JSONSplitter:
-    """The top-level keys of a JSON object reply: string values decoded, other values as raw text."""
+    """The top-level keys of a JSON object reply: string values decoded, other values (numbers,
+    lists, objects, ...) as their raw text, each streamed as it is written."""
 
     def __init__(self, names: frozenset[str]) -> None:
         self._names = names
         self._buf = ""
         self._i = 0
-        self._state = "seek"  # seek, key, colon, value, string, raw, after, done
+        self._state = "seek"  # seek, keyseek, key, colon, value, string, raw, after, done
         self._key: list[str] = []
         self._field: str | None = None
         self._depth = 0
         self._in_str = False
-        self._raw: list[str] = []
+        self._escape = False
+        self._spaces = ""
 
     def close(self) -> list[Piece]:
-        """The raw value of a last field left open by a cut reply."""
-        if self._state == "raw" and self._field is not None and "".join(self._raw).strip():
-            return [(self._field, "".join(self._raw).strip())]
+        """Nothing is held back but whitespace, which the value's end drops."""
         return []
 
     def feed(self, chunk: str) -> list[Piece]:
@@ -156,7 +175,11 @@ class JSONSplitter:
         buf, n = self._buf, len(self._buf)
         text: list[str] = []
         while self._i < n:
-            c, state = buf[self._i], self._state
+            state = self._state
+            if state == "raw":
+                self._raw(buf, n, out)
+                continue
+            c = buf[self._i]
             if state == "seek":
                 if c == "{":
                     self._state = "keyseek"
@@ -180,8 +203,15 @@ class JSONSplitter:
                     else:
                         self._flush(out, text)
                         self._state = "after"
+                elif state == "string":
+                    # The run of plain characters up to the next quote or escape, in one slice.
+                    stop = _RAW_STRING_STOP.search(buf, self._i)
+                    end = stop.start() if stop is not None else n
+                    text.append(buf[self._i : end])
+                    self._i = end
+                    continue
                 else:
-                    (self._key if state == "key" else text).append(c)
+                    self._key.append(c)
             elif state == "colon":
                 if c == ":":
                     name = "".join(self._key)
@@ -191,31 +221,8 @@ class JSONSplitter:
                 if c == '"':
                     self._state = "string"
                 elif not c.isspace():
-                    self._state, self._depth, self._in_str, self._raw = "raw", 0, False, []
+                    self._state, self._depth, self._in_str, self._escape, self._spaces = "raw", 0, False, False, ""
                     continue
-            elif state == "raw":
-                if self._in_str:
-                    if c == "\\" and self._i + 1 < n:
-                        self._raw.append(c + buf[self._i + 1])
-                        self._i += 2
-                        continue
-                    if c == "\\":
-                        break
-                    self._in_str = c != '"'
-                elif c == '"':
-                    self._in_str = True
-                elif c in "[{":
-                    self._depth += 1
-                elif c in "]}" and self._depth:
-                    self._depth -= 1
-                elif c in ",}":
-                    value = "".join(self._raw).strip()
-                    if value and self._field is not None:
-                        out.append((self._field, value))
-                    self._state = "keyseek" if c == "," else "done"
-                    self._i += 1
-                    continue
-                self._raw.append(c)
             elif state == "after":
                 if c == ",":
                     self._state = "keyseek"
@@ -223,11 +230,67 @@ class JSONSplitter:
                     self._state = "done"
             self._i += 1
         self._flush(out, text)
+        # Keep only what is not read yet: the reply is never held (or copied per chunk) whole.
+        self._buf, self._i = buf[self._i :], 0
         return out
 
+    def _raw(self, buf: str, n: int, out: list[Piece]) -> None:
+        """Read a non-string value up to its end or the buffer's, and send what was read."""
+        start = i = self._i
+        ended = False
+        while i < n:
+            if self._in_str:
+                if self._escape:
+                    self._escape = False
+                    i += 1
+                    continue
+                stop = _RAW_STRING_STOP.search(buf, i)
+                if stop is None:
+                    i = n
+                    break
+                i = stop.start()
+                if buf[i] == "\\":
+                    self._escape = True
+                else:
+                    self._in_str = False
+                i += 1
+                continue
+            stop = _RAW_STOP.search(buf, i)
+            if stop is None:
+                i = n
+                break
+            i = stop.start()
+            c = buf[i]
+            if c == '"':
+                self._in_str = True
+            elif c in "[{":
+                self._depth += 1
+            elif self._depth:
+                if c in "]}":
+                    self._depth -= 1
+            elif c in ",}":
+                ended = True
+                break
+            i += 1
+        self._emit_raw(buf[start:i], out)
+        if ended:
+            self._spaces = ""
+            self._state = "keyseek" if buf[i] == "," else "done"
+            i += 1
+        self._i = i
+
+    def _emit_raw(self, text: str, out: list[Piece]) -> None:
+        body = text.rstrip()
+        if body and self._field is not None:
+            out.append((self._field, self._spaces + body))
+            self._spaces = ""
+        self._spaces = text[len(body) :] if body else self._spaces + text
+
     def _flush(self, out: list[Piece], text: list[str]) -> None:
-        if text and self._field is not None:
-            out.append((self._field, "".join(text)))
+        if self._field is not None:
+            joined = "".join(text)
+            if joined:
+                out.append((self._field, joined))
         text.clear()
 
 

@@ -8,7 +8,7 @@ import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from imp.adapters._split import Splitter, WholeReply
 from imp.errors import AdapterParseError, InvalidInputError
@@ -204,6 +204,16 @@ class Adapter(abc.ABC):
         """How a streamed reply is read field by field as it is written (`imp.stream`). A dialect that
         does not say gets `WholeReply`: its fields arrive whole, read by `parse_text`, when the reply ends."""
         return WholeReply(self.parse_text, signature)
+
+    def value_form(self, field: Field) -> Literal["json", "tags"]:
+        """How this dialect writes a structured output's value (a list, an object): as JSON, or as
+        nested tags; a partial value (`imp.stream(..., partial=True)`) is read so as it streams."""
+        return "json"
+
+    def field_value(self, field: Field, text: str) -> Any:
+        """One output's value from its streamed text (the joined deltas of its `field_splitter`), as
+        this dialect reads it: a partial value's last word on that output (raises `CoercionError`)."""
+        return coerce_text(field, text)
 
     def check(self, signature: Signature, demos: Sequence[Mapping[str, object]] = ()) -> None:  # noqa: B027 - optional hook
         """Refuse, when a program is built, a signature or demos this dialect cannot write and read back."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -141,6 +141,14 @@ class XMLAdapter(Adapter):
             return (*opens, f"</{field}>", f"</{field} >") if field else (*opens, *(f"</{n} >" for n in names))
 
         return with_plain_text(FieldSplitter(find_open, find_close, markers, _decode), signature, "<")
+
+    def value_form(self, field: Field) -> Literal["json", "tags"]:
+        return "tags" if takes_tags(field.annotation) else "json"
+
+    def field_value(self, field: Field, text: str) -> Any:
+        if takes_tags(field.annotation):
+            return _coerce(field, read_value(text, field.annotation, Budget()))
+        return coerce_text(field, text)
 
     @property
     def fallback(self) -> Adapter | None:

@@ -3,7 +3,7 @@
 | stream part | AG-UI events |
 | --- | --- |
 | (start) | `RUN_STARTED` |
-| `field` | `TEXT_MESSAGE_START`, then `TEXT_MESSAGE_CONTENT` per delta; a message per field |
+| `field` | `TEXT_MESSAGE_START`, then `TEXT_MESSAGE_CONTENT` per delta; a message per field (and predictor) |
 | `reasoning` (or the field `reasoning`) | `REASONING_START`, `REASONING_MESSAGE_*`, `REASONING_END` |
 | `tool_call` | `TOOL_CALL_START`, `TOOL_CALL_ARGS` (the arguments as JSON), `TOOL_CALL_END` |
 | `tool_result` | `TOOL_CALL_RESULT` |
@@ -72,6 +72,7 @@ class _Open:
 
     message_id: str | None = None
     field: str | None = None
+    path: str | None = None
     reasoning: bool = False
     last_message_id: str | None = None
 
@@ -91,13 +92,13 @@ class _Translator:
             return [ReasoningMessageEndEvent(message_id=message_id), ReasoningEndEvent(message_id=message_id)]
         return [TextMessageEndEvent(message_id=message_id)]
 
-    def _write(self, name: str | None, delta: str, reasoning: bool) -> list[BaseEvent]:
+    def _write(self, name: str | None, path: str | None, delta: str, reasoning: bool) -> list[BaseEvent]:
         out: list[BaseEvent] = []
         open_ = self.open
-        if open_.message_id is None or open_.field != name or open_.reasoning != reasoning:
+        if open_.message_id is None or open_.field != name or open_.path != path or open_.reasoning != reasoning:
             out += self.close()
             message_id = uuid.uuid4().hex
-            open_.message_id, open_.field, open_.reasoning = message_id, name, reasoning
+            open_.message_id, open_.field, open_.path, open_.reasoning = message_id, name, path, reasoning
             open_.last_message_id = message_id
             if reasoning:
                 out += [ReasoningStartEvent(message_id=message_id), ReasoningMessageStartEvent(message_id=message_id)]
@@ -115,14 +116,14 @@ class _Translator:
     def part(self, part: Any) -> list[BaseEvent]:
         kind = part.kind
         if kind == "field":
-            name = part.field
+            name, path = part.field, getattr(part, "path", None)
             if name == _REASONING:
-                return self._write(name, part.delta, True)
+                return self._write(name, path, part.delta, True)
             if self.message_fields is not None and name not in self.message_fields:
                 return []
-            return self._write(name, part.delta, False)
+            return self._write(name, path, part.delta, False)
         if kind == "reasoning":
-            return self._write(None, part.delta, True)
+            return self._write(None, getattr(part, "path", None), part.delta, True)
         if kind == "tool_call":
             call_id = part.tool_call_id or uuid.uuid4().hex
             out = self.close()

@@ -14,6 +14,7 @@ from imp.errors import DeadlineExceeded
 from imp.evaluation._asyncio_fanout import asyncio_workers, running_on_asyncio
 from imp.evaluation._trio_fanout import running_on_trio, trio_workers
 from imp.prediction import Example, Prediction
+from imp.programs._stream_tap import any_tap, streaming_item
 from imp.programs.base import Program, start_call
 from imp.runtime.deadline import deadline, time_left
 from imp.runtime.journal import JournalScope, current_journal_scope
@@ -81,7 +82,11 @@ async def run_jobs[T](
         for index in pending:  # one shared iterator: each index is taken by exactly one worker
             outcome: T | Exception
             try:
-                outcome = await (jobs[index]() if timeout is None else run_timed(index))
+                if any_tap() is None:
+                    outcome = await (jobs[index]() if timeout is None else run_timed(index))
+                else:  # under imp.stream: the item's parts say which item they are (`path[i]`)
+                    with streaming_item(index):
+                        outcome = await (jobs[index]() if timeout is None else run_timed(index))
             except Exception as exc:
                 outcome = exc
             results[index] = outcome

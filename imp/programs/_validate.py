@@ -20,7 +20,7 @@ from imp.errors import AdapterParseError, Retry, ValidationFailed
 from imp.models.base import LMResponse, Message
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs._parameters import open_trace, trace_call
-from imp.programs._stream_tap import StreamPart, current_tap
+from imp.programs._stream_tap import current_tap, part
 from imp.programs.predict import (
     Predict,
     Validator,
@@ -79,7 +79,7 @@ def refused(attempt: int, reason: str, program: str) -> None:
     emit(OutputRetry(attempt, reason, program))
     tap = current_tap()
     if tap is not None:
-        tap.put(StreamPart("retry", reason=reason))
+        tap.put(part("retry", reason=reason))
 
 
 def parse_reason(error: AdapterParseError) -> str:

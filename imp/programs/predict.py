@@ -18,7 +18,7 @@ from imp.models.base import LM, LMResponse, Message
 from imp.prediction import Example, Prediction, PredictionMetadata
 from imp.programs._journaled import journaled_request
 from imp.programs._parameters import Changes, Parameters, Predictor, open_trace, trace_call
-from imp.programs._stream_tap import StreamPart, any_tap, current_tap, streamed_request
+from imp.programs._stream_tap import any_tap, entered, part, streamed_request, streaming_program
 from imp.programs.base import Program
 from imp.runtime.events import ModelError, ModelRequest, ModelResponse
 from imp.runtime.journal import current_journal_scope
@@ -216,7 +216,7 @@ async def request(
     started = time.perf_counter()
     accumulator = innermost_accumulator()
     seen = records_in(accumulator)
-    tap = current_tap() if any_tap() is not None else None  # a bound lookup when nothing streams
+    tap = any_tap()
     try:
         if current_journal_scope.get() is not None:
             response = await journaled_request(lm, messages, options, tap, reads)
@@ -427,6 +427,10 @@ class Predict(Program):
         # Few frames from the inputs to the Prediction (this one, `request`, the LM's): at 10,000
         # calls in flight every extra frame is 10,000 more objects for the garbage collector to
         # walk (benchmarks/concurrency.py).
+        tap = any_tap()
+        if tap is not None and not entered(self):  # streamed: its parts are named after this predictor
+            with streaming_program(tap, self):
+                return await self.acall(inputs, **call_options)
         if self.validate is not None or self.max_retries:
             return await _checked_call[0](self, inputs)
         # `prepare_call`, inlined: no tuple made on the way in (benchmarks/concurrency.py counts per call).
@@ -449,7 +453,6 @@ class Predict(Program):
             # no clock is read (no float lives across the wait): the duration is only for events.
             run = request_started(lm, messages, None)
             started = time.perf_counter() if run is not None else 0.0
-            tap = current_tap() if any_tap() is not None else None  # a bound lookup when nothing streams
             try:
                 if current_journal_scope.get() is not None:
                     response = await journaled_request(lm, messages, options, tap, (adapter, signature))
@@ -471,9 +474,8 @@ class Predict(Program):
                     raise
                 retry_messages = fallback.format_with(signature, values, opts)
                 retry_options = {**fallback.request_options(signature, lm), **config}
-                tap = current_tap()
                 if tap is not None:
-                    tap.put(StreamPart("retry", reason=f"{first_error}; asking again with {fallback.name}"))
+                    tap.put(part("retry", reason=f"{first_error}; asking again with {fallback.name}"))
                 try:
                     response = await request(
                         lm, retry_messages, retry_options, program=type(self).__name__, reads=(fallback, signature)

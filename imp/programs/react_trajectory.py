@@ -27,6 +27,8 @@ from imp.programs._parameters import (
     apply_to_tools,
     trace_call,
 )
+from imp.programs._partial import submitting
+from imp.programs._stream_tap import any_tap, entered, streaming_program
 from imp.programs._tool_loop import ToolLoop, check_max_iters
 from imp.programs.base import Program
 from imp.programs.pending import Pending, check_call_options, pause, resolve_decisions, restore_inputs
@@ -262,6 +264,10 @@ class ReActTrajectory(ToolLoop, Program):
     # --- one call -----------------------------------------------------------------------
 
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
+        tap = any_tap()
+        if tap is not None and not entered(self):  # streamed: its parts are named after this loop
+            with streaming_program(tap, self):
+                return await self.acall(inputs, **call_options)
         resume = call_options.pop("resume", None)
         decisions = call_options.pop("decisions", None)
         check_call_options("imp.react_trajectory", call_options)
@@ -406,7 +412,11 @@ class ReActTrajectory(ToolLoop, Program):
         while True:
             trajectory = self.render_trajectory(turn.steps[turn.cut :], turn.adapter, start=turn.cut)
             try:
-                return await program.acall({**turn.values, "trajectory": trajectory, "config": turn.config})
+                tap = any_tap()
+                if tap is None or not tap.partial:
+                    return await program.acall({**turn.values, "trajectory": trajectory, "config": turn.config})
+                with submitting(None, self.signature):  # partial values are the task's outputs
+                    return await program.acall({**turn.values, "trajectory": trajectory, "config": turn.config})
             except LMError as exc:
                 if not exc.context_window_exceeded:
                     raise

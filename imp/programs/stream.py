@@ -12,10 +12,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from imp.programs._stream_tap import StreamPart, Tap, set_tap
+from imp.programs._stream_tap import StreamPart, Tap, current_path, current_tap, set_tap
 from imp.programs.base import Program, call
 from imp.runtime.deadline import deadline as imp_deadline
-from imp.runtime.events import RunStarted, ToolCalled, ToolReturned
+from imp.runtime.events import ToolCalled, ToolReturned
 from imp.runtime.run import Event, EventSink
 
 __all__ = ["StreamPart", "stream"]
@@ -38,33 +38,40 @@ async def stream(
     authorize: object = None,
     on_event: EventSink | None = None,
     deadline: float | None = None,
+    partial: bool = False,
     **fields: Any,
 ) -> AsyncIterator[StreamPart]:
     """Run a program as `imp.call` does and yield its `StreamPart`s in order, the last one `final`
     with the Prediction.
 
-    Every LM request of the run is streamed: each output field's text comes as it is written,
-    for every adapter; reasoning deltas where the provider sends them; for `react`, each tool call
-    when it is decided and each result when it arrives. A turn that pauses awaiting approval ends
-    with a `pending` part instead of `final`; `imp.stream(program, resume=pending, decisions=...)`
-    streams the rest. Leaving the loop, or cancelling the task
-    that reads it, cancels the run and its LM request. An error ends the stream, raised as
-    `imp.call` would raise it. `deadline` (seconds) runs the call under `imp.deadline`: a
-    deadline block around the loop works too, but an async generator's `yield` inside a cancel
-    scope is fragile (FastAPI's streaming endpoints are such generators).
+    Every LM request of the run is streamed, whichever way the program reaches its predictors
+    (`imp.call`, `.acall`, `imp.parallel`, a function program, a tool loop's steps), each part
+    naming its predictor (`part.path`): each output field's text comes as it is written, for
+    every adapter; reasoning deltas where the provider sends them; for `react`, each tool call
+    when it is decided and each result when it arrives. A program a tool calls is not streamed:
+    it answers as the tool's result. `partial=True` adds `partial` parts whose `value` is the
+    outputs so far, typed. A turn that pauses awaiting approval ends with a `pending` part
+    instead of `final`; `imp.stream(program, resume=pending, decisions=...)` streams the rest.
+    Leaving the loop, or cancelling the task that reads it, cancels the run and its LM request.
+    An error ends the stream, raised as `imp.call` would raise it. `deadline` (seconds) runs the
+    call under `imp.deadline`: a deadline block around the loop works too, but an async
+    generator's `yield` inside a cancel scope is fragile (FastAPI's streaming endpoints are such
+    generators).
     """
     if not isinstance(program, Program):
         raise TypeError(
             f"imp.stream runs an imp program (predict, chain_of_thought, react), got {type(program).__name__}"
         )
+    if not isinstance(partial, bool):
+        raise TypeError(f"imp.stream's partial= is True or False, got {type(partial).__name__}")
     send, receive = anyio.create_memory_object_stream[StreamPart | _Done](max_buffer_size=math.inf)
-    tap = Tap(send.send_nowait)
+    tap = Tap(send.send_nowait, program, partial)
 
     def forward(event: Event) -> None:
         payload = event.payload
-        if tap.call_id is None and type(payload) is RunStarted:
-            tap.call_id = event.call_id  # the streamed call's own run: the first to start
-        elif event.call_id == tap.call_id:
+        # Sinks are called inline, where the event happens: a tool event of a loop this stream
+        # follows sees its tap (a loop inside a tool's body does not).
+        if isinstance(payload, ToolCalled | ToolReturned) and current_tap() is tap:
             if isinstance(payload, ToolCalled):
                 send.send_nowait(
                     StreamPart(
@@ -72,9 +79,10 @@ async def stream(
                         tool_name=payload.tool_name,
                         tool_call_id=payload.tool_call_id,
                         arguments=payload.arguments,
+                        path=current_path(),
                     )
                 )
-            elif isinstance(payload, ToolReturned):
+            else:
                 send.send_nowait(
                     StreamPart(
                         "tool_result",
@@ -83,6 +91,7 @@ async def stream(
                         output=payload.output,
                         error=payload.error,
                         outcome=payload.outcome,
+                        path=current_path(),
                     )
                 )
         if on_event is not None:

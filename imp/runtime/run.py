@@ -17,7 +17,7 @@ import inspect
 import itertools
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -46,6 +46,8 @@ __all__ = [
     "remove_process_sink",
     "run_needed",
     "run_scope",
+    "stream_tap",
+    "unstreamed",
 ]
 
 _RESERVED = frozenset({"event", "level", "logger", "timestamp", "call_id", "parent_id", "seq", "at"})
@@ -200,6 +202,24 @@ _current: ContextVar[Run | None] = ContextVar("imp_run", default=None)
 def current_run() -> Run | None:
     """The run this code is part of, if any."""
     return _current.get()
+
+
+stream_tap: ContextVar[Any] = ContextVar("imp_stream_tap", default=None)
+"""Where `imp.stream` sends this context's pieces (its `Tap`), or None when nothing streams here."""
+
+
+@contextlib.contextmanager
+def unstreamed() -> Iterator[None]:
+    """A block whose LM requests are not streamed into the enclosing `imp.stream`: a tool's body
+    (a program a tool calls answers as the tool's result, not as parts of the caller's answer)."""
+    if stream_tap.get() is None:
+        yield
+        return
+    token = stream_tap.set(None)
+    try:
+        yield
+    finally:
+        stream_tap.reset(token)
 
 
 def emit(event: Payload | str, /, **fields: Any) -> None:

@@ -25,6 +25,7 @@ from imp._redact import redact_text
 from imp.history import ToolCall, ToolOutcome, ToolResult
 from imp.runtime.journal import current_journal_scope
 from imp.runtime.logging import get_logger
+from imp.runtime.run import unstreamed
 from imp.tools._threads import run_in_tool_thread, tool_thread_limiter
 from imp.tools.authorization import (
     DEFAULT_AUTHORIZE_TIMEOUT,
@@ -356,12 +357,13 @@ class _Step:
             bound = functools.partial(runner, invocation.mapping)
         else:
             bound = functools.partial(runner, **invocation.kwargs)
-        if tool.is_async:
-            value = await bound()
-        else:
-            limiter = self.limiter if self.limiter is not None else tool_thread_limiter()
-            async with limiter:
-                value = await run_in_tool_thread(bound)
+        with unstreamed():  # a program the tool calls answers as the tool's result
+            if tool.is_async:
+                value = await bound()
+            else:
+                limiter = self.limiter if self.limiter is not None else tool_thread_limiter()
+                async with limiter:
+                    value = await run_in_tool_thread(bound)
         return value
 
 

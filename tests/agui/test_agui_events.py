@@ -157,6 +157,57 @@ async def test_partial_values_become_state_snapshots() -> None:
     assert not [e for e in events if e["type"].startswith("TEXT_MESSAGE")]  # no message field
 
 
+class Report(imp.Signature):
+    """Draft the report."""
+
+    topic: str = imp.InputField()
+    draft: Draft = imp.OutputField()
+    summary: str = imp.OutputField()
+
+
+async def test_a_streams_real_partial_values_become_growing_state_snapshots() -> None:
+    reply = imp.ChatAdapter().reply_text(
+        Report, {"draft": {"title": "Kettles", "tags": ["stock", "q3"]}, "summary": "Sold out."}
+    )
+    program = imp.predict(Report, lm=TypingLM(reply, size=4))
+    events = await wire_events(
+        imp.stream(program, topic="kettles", partial=True), thread_id="t", run_id="r", message_fields=["summary"]
+    )
+    ALL.append(events)
+    check_order(events)
+    snapshots = [e["snapshot"] for e in events if e["type"] == "STATE_SNAPSHOT"]
+    final = {"draft": {"title": "Kettles", "tags": ["stock", "q3"]}, "summary": "Sold out."}
+    assert len(snapshots) > 4 and snapshots[-1] == final
+    titles = [s["draft"].get("title", "") for s in snapshots if "draft" in s]
+    assert titles == sorted(titles, key=len) and all("Kettles".startswith(t) for t in titles)
+    assert ["stock"] in [s["draft"].get("tags") for s in snapshots if "draft" in s]  # a list, item by item
+    text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "Sold out."
+
+
+class Pipeline(imp.Program):
+    signature = imp.signature("topic -> verdict")
+
+    def __init__(self) -> None:
+        lm = TypingLM("[[ ## verdict ## ]]\nfirst try", size=3)
+        self.draft = imp.predict("topic -> verdict", lm=lm)
+        self.review = imp.predict("topic -> verdict", lm=TypingLM("[[ ## verdict ## ]]\nchecked", size=3))
+
+    async def acall(self, inputs: dict[str, Any], **options: Any) -> imp.Prediction:
+        await imp.call(self.draft, **inputs)
+        return await imp.call(self.review, **inputs)
+
+
+async def test_each_predictor_of_a_composite_writes_its_own_message() -> None:
+    events = await wire_events(imp.stream(Pipeline(), topic="kettles"), thread_id="t", run_id="r")
+    ALL.append(events)
+    check_order(events)
+    starts = [e["messageId"] for e in events if e["type"] == "TEXT_MESSAGE_START"]
+    assert len(starts) == 2
+    texts = ["".join(e["delta"] for e in events if e.get("messageId") == m and "delta" in e) for m in starts]
+    assert texts == ["first try", "checked"]
+
+
 async def test_a_retry_ends_the_open_message_and_says_why() -> None:
     parts = [
         StreamPart("field", field="answer", delta="{broken"),

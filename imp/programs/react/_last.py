@@ -12,6 +12,8 @@ import anyio
 from imp._redact import redact
 from imp.errors import AdapterParseError, LMError, ReActStepError
 from imp.history import Step, ToolCall
+from imp.programs._partial import submitting
+from imp.programs._stream_tap import any_tap, streaming_program
 from imp.programs.predict import ChainOfThought
 from imp.programs.react._messages import result_text
 from imp.programs.react._request import Failure, ask, ends_turn, error_text, refuses_named_choice
@@ -124,7 +126,12 @@ async def extract(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> 
     left = time_left()
     try:
         with anyio.fail_after(left) if left is not None else nullcontext():
-            prediction = await extractor.acall(values)
+            tap = any_tap()
+            if tap is None:
+                prediction = await extractor.acall(values)
+            else:
+                with streaming_program(tap, extractor, sibling="extract"), submitting(None, task):
+                    prediction = await extractor.acall(values)
     except TimeoutError:
         return Ending(cause="deadline_exceeded")
     except AdapterParseError as exc:

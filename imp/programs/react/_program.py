@@ -16,6 +16,7 @@ from imp.errors import LMError, ReActStepError, ResumeError, ValidationFailed
 from imp.history import History, Step
 from imp.prediction import Prediction, PredictionMetadata
 from imp.programs._parameters import Changes, Parameters, Predictor, apply_to_tools, trace_call
+from imp.programs._stream_tap import any_tap, entered, streaming_program
 from imp.programs._tool_loop import ToolLoop, check_max_iters
 from imp.programs._validate import retries_of
 from imp.programs.base import Program
@@ -250,6 +251,10 @@ class ReAct(ToolLoop, Program):
     # --- one call ------------------------------------------------------------------------
 
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
+        tap = any_tap()
+        if tap is not None and not entered(self):  # streamed: its parts are named after this loop
+            with streaming_program(tap, self):
+                return await self.acall(inputs, **call_options)
         resume = call_options.pop("resume", None)
         decisions = call_options.pop("decisions", None)
         check_call_options("imp.react", call_options)

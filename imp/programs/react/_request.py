@@ -25,11 +25,12 @@ from imp.errors import (
 )
 from imp.history import ToolCall
 from imp.models.base import LMResponse
+from imp.programs._partial import submitting
 from imp.programs._stream_tap import current_tap
 from imp.programs.predict import LoopStep, request
 from imp.programs.react._messages import step_messages
 from imp.programs.react._spec import TurnSpec
-from imp.programs.react._state import CALLS_FIELD, TerminationCause, TurnState
+from imp.programs.react._state import CALLS_FIELD, SUBMIT, TerminationCause, TurnState
 from imp.runtime.deadline import time_left
 from imp.runtime.events import ContextProjected
 from imp.runtime.run import emit
@@ -171,16 +172,17 @@ async def _send(
                 with attempt:
                     messages = step_messages(spec, state, roster, thought_as_user=thought_as_user)
                     # request() emits model_request and model_response (with model, usage and duration)
-                    streamed = current_tap() is not None
-                    reads = (spec.adapter, spec.step_signature) if streamed else None
-                    return await request(
-                        spec.lm,
-                        messages,
-                        request_options,
-                        program="ReAct",
-                        reads=reads,
-                        loop=LoopStep(state.step, forced),
-                    )
+                    tap = current_tap()
+                    reads = (spec.adapter, spec.step_signature) if tap is not None else None
+                    with submitting(SUBMIT, spec.task) if tap is not None and tap.partial else nullcontext():
+                        return await request(
+                            spec.lm,
+                            messages,
+                            request_options,
+                            program="ReAct",
+                            reads=reads,
+                            loop=LoopStep(state.step, forced),
+                        )
     except TimeoutError:
         return Failure("deadline_exceeded")
     except LMError as exc:

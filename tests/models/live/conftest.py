@@ -39,6 +39,9 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 "model_alias": model.alias,
                 "chat_format": model.chat_format,
                 "n_ctx": 2048,
+                # every core for generation too: llama-cpp-python's default is half of them, which
+                # on CI's 2-core machine (nothing else running during this tier) leaves one idle
+                "n_threads": -1,
                 "verbose": False,
             }
             for model in MODELS

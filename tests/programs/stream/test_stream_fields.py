@@ -214,3 +214,31 @@ async def test_a_dialect_of_ones_own_that_splits_its_replies_is_streamed_by_its_
     joined, parts = await collect(program.with_lm(ChunkedLM(scripted("answer: forty two\ncount: 42"), 3)), question="q")
     assert joined == {"answer": "forty two", "count": "42"}
     assert len([p for p in parts if p.field == "answer"]) > 1  # written piece by piece, as it came
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 1000])
+async def test_json_streams_a_non_string_value_past_its_commas_and_every_later_field(size: int) -> None:
+    """The JSON splitter ended an object field at its first comma (`{"items": ["a"`), a later field got
+    no deltas, and a `list[int]` streamed as `[1`; each value now streams whole, as it is written."""
+    signature = "question -> tags: list[str], numbers: list[int], meta: dict[str, int], answer"
+    reply = '{"tags": ["a", "b, c"], "numbers": [1, 22, 333], "meta": {"x": 1, "y": 2}, "answer": " spaced  out "}'
+    program = imp.predict(signature, adapter="json")
+    joined, parts = await collect(program.with_lm(ChunkedLM(scripted(reply), size)), question="q")
+    assert joined == {
+        "tags": '["a", "b, c"]',
+        "numbers": "[1, 22, 333]",
+        "meta": '{"x": 1, "y": 2}',
+        "answer": " spaced  out ",  # a JSON string is sent exactly
+    }
+    if size <= 5:  # written as it arrives, not whole at its end
+        assert len([p for p in parts if p.field == "numbers"]) > 2
+    final = parts[-1].prediction
+    assert final is not None and final.numbers == [1, 22, 333] and final.meta == {"x": 1, "y": 2}
+
+
+def test_whitespace_inside_a_field_waits_for_the_text_after_it_and_never_ends_a_field() -> None:
+    splitter = imp.ChatAdapter().field_splitter(imp.signature("question -> answer, note"))
+    assert splitter.feed("[[ ## answer ## ]]\n  two") == [("answer", "two")]
+    assert splitter.feed("  ") == []  # it may be the field's end
+    assert splitter.feed(" words\n\n") == [("answer", "   words")]
+    assert splitter.feed("[[ ## note ## ]]\nx") == [("note", "x")]  # the trailing newlines were dropped
