@@ -273,7 +273,10 @@ class ReActTrajectory(ToolLoop, Program):
         decisions = call_options.pop("decisions", None)
         check_call_options("imp.react_trajectory", call_options)
         if resume is None and decisions is not None:
-            raise TypeError("decisions= goes with resume=pending (the pending turn they decide)")
+            raise TypeError(
+                "decisions= goes with resume=pending (the pending turn they decide), or with the run_id= and "
+                "journal= of a journaled run that paused"
+            )
         values = dict(inputs)
         if resume is not None:
             values = self._resumed_inputs(values, resume)

@@ -260,7 +260,10 @@ class ReAct(ToolLoop, Program):
         decisions = call_options.pop("decisions", None)
         check_call_options("imp.react", call_options)
         if resume is None and decisions is not None:
-            raise TypeError("decisions= goes with resume=pending (the pending turn they decide)")
+            raise TypeError(
+                "decisions= goes with resume=pending (the pending turn they decide), or with the run_id= and "
+                "journal= of a journaled run that paused"
+            )
         paused: Step | None = None
         if resume is not None:
             spec, state, paused, control = self._resumed(inputs, resume)
