@@ -356,3 +356,13 @@ async def test_an_lm_of_your_own_that_reserves_nothing_is_charged_what_it_report
     assert budget.spent == Spend(1, 30, 4)
     await imp.call(program, question="?", budget=budget)  # not refused before: it could not be
     assert budget.spent.total_tokens == 68
+
+
+async def test_imp_stream_takes_a_budget_as_imp_call_does() -> None:
+    lm = imp.ScriptedLM(["[[ ## answer ## ]]\nx"] * 2)
+    program = imp.predict("question -> answer", lm=lm)
+    with pytest.raises(imp.BudgetExceeded, match="requests limit of 0"):
+        async for _ in imp.stream(program, question="q", budget=imp.Budget(requests=0)):
+            pass
+    parts = [part async for part in imp.stream(program, question="q", budget=imp.Budget(requests=1))]
+    assert parts[-1].kind == "final" and parts[-1].prediction is not None and parts[-1].prediction.answer == "x"
