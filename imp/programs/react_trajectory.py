@@ -349,6 +349,7 @@ class ReActTrajectory(ToolLoop, Program):
         ):
             raise ResumeError("the pending trajectory's newest step does not hold the call waiting for a decision")
         resolution = resolve_decisions(pending, decisions, self.roster)
+        reserve_tool_calls(len(resolution.run))  # the resuming call's budget governs what it runs
         pending.claim()
         result = resolution.given.get(waiting.id)
         if result is None:

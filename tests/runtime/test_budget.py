@@ -366,3 +366,32 @@ async def test_imp_stream_takes_a_budget_as_imp_call_does() -> None:
             pass
     parts = [part async for part in imp.stream(program, question="q", budget=imp.Budget(requests=1))]
     assert parts[-1].kind == "final" and parts[-1].prediction is not None and parts[-1].prediction.answer == "x"
+
+
+@pytest.mark.parametrize("kind", ["react", "react_trajectory"])
+async def test_a_resumed_turn_runs_its_approved_calls_only_within_its_budget(kind: str) -> None:
+    ran: list[str] = []
+
+    @imp.tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order."""
+        ran.append(order)
+        return "refunded"
+
+    if kind == "react":
+        step: object = {"tool_calls": [{"name": "refund", "arguments": {"order": "A-1"}}]}
+        lm = imp.ScriptedLM([step, {"answer": "done", "tool_calls": []}], exhausted={"tool_calls": []})
+        agent: imp.Program = imp.react("question -> answer", [refund], lm=lm)
+    else:
+        step = {"next_thought": "refund it", "next_tool_name": "refund", "next_tool_args": {"order": "A-1"}}
+        finish = {"next_thought": "done", "next_tool_name": "finish", "next_tool_args": {}}
+        lm = imp.ScriptedLM([step, finish, {"reasoning": "r", "answer": "done"}])
+        agent = imp.react_trajectory("question -> answer", [refund], lm=lm)
+    pending = (await imp.call(agent, question="refund A-1")).metadata.pending
+    assert pending is not None and ran == []
+    allow = {call.id: imp.Allow() for call in pending.calls}
+    with pytest.raises(imp.BudgetExceeded, match="tool_calls"):
+        await imp.call(agent, resume=pending, decisions=allow, budget=imp.Budget(tool_calls=0))
+    assert ran == []  # refused before anything ran; the pending turn is still good to resume
+    done = await imp.call(agent, resume=pending, decisions=allow, budget=imp.Budget(tool_calls=1))
+    assert ran == ["A-1"] and done.complete

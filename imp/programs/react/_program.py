@@ -36,7 +36,7 @@ from imp.programs.react._state import (
     HistoryReplay,
     TurnState,
 )
-from imp.runtime.budget import BudgetExceeded
+from imp.runtime.budget import BudgetExceeded, reserve_tool_calls
 from imp.runtime.deadline import self_ending
 from imp.runtime.usage import track_usage
 from imp.settings import settings
@@ -268,6 +268,7 @@ class ReAct(ToolLoop, Program):
         if resume is not None:
             spec, state, paused, control = self._resumed(inputs, resume)
             resolution = resolve_decisions(resume, decisions, spec.roster())
+            reserve_tool_calls(len(resolution.run))  # the resuming call's budget governs what it runs
             resume.claim()
         else:
             control = _control_of(inputs, self.signature)
