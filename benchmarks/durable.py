@@ -1,16 +1,25 @@
-"""What a journal costs: per recorded step on SQLite beside a DBOS step on Postgres, and nothing without one.
+"""What a journal costs: per recorded step on SQLite beside a DBOS step on SQLite and on Postgres, and nothing without one.
 
 One run of a `react` turn on a zero-latency LM (`imp.StaticLM`): `--steps` steps, each with two tool
 calls, then the answer, so a run records 3 x steps + 1 steps (LM exchanges and tool calls). Each
 round runs the turn without a journal, with `imp.SQLiteJournal` (a new run id: every step recorded),
 replayed from it (the same run id again: every step answered from the journal), and, when DBOS is
-installed and `--postgres URL` given, with `imp.dbos.DBOSJournal` on that Postgres (and on a SQLite
-file with pysqlite3-binary's SQLite when `--dbos-sqlite`). The cost per step is (journaled run -
-plain run) / steps recorded, per round; the table gives the median and p90 over the rounds.
+installed, with `imp.dbos.DBOSJournal` on a Postgres (`--postgres URL`) and on a SQLite file with
+pysqlite3-binary's SQLite (`--dbos-sqlite`). DBOS runs once per process, so each DBOS journal is
+measured in a child process of its own, which measures imp's journal in the same rounds beside it.
+The runs of a round are paired (back to back), and the cost per step is (journaled run - plain run)
+/ steps recorded, per round; the table gives the median and p90 over the rounds, of wall time and of
+the CPU time of the whole process (every thread; a Postgres server's own work is not in it).
 
     .venv/bin/python benchmarks/durable.py                        # imp's journal only
     .venv-dbos/bin/python benchmarks/durable.py --postgres postgresql://postgres@127.0.0.1:5432/bench --dbos-sqlite
+    .venv-dbos/bin/python benchmarks/durable.py --count --postgres URL --dbos-sqlite   # instructions per step
     .venv/bin/python benchmarks/durable.py --instructions REF     # a call without a journal, now and at git REF
+
+On a loaded machine wall times stretch; `--count` counts instead, with callgrind, the instructions
+this process spends per recorded step (a process running journaled turns, less one running the same
+turns plain, over the steps recorded): imp's journal and DBOS on SQLite entirely, DBOS on Postgres
+on the client's side only (the server's work is another process).
 
 `--instructions REF` counts, with callgrind, the instructions of a sequential `await imp.call(predict)`
 without a journal in this tree and in a checkout of REF (the commit before the journal): the hooks a
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import platform
 import statistics
@@ -81,11 +91,13 @@ async def measure(args: argparse.Namespace) -> None:
     folder = Path(tempfile.mkdtemp(prefix="imp-bench-durable-"))
     journal = imp.SQLiteJournal(folder / "journal.db")
     journals: dict[str, Any] = {}
-    if args.postgres or args.dbos_sqlite:
-        journals = dbos_journals(args, folder)
+    if args.child:
+        journals = dbos_journals(args.child, args.postgres, folder)
     for _ in range(3):  # warm up: every module imported, every cache filled
         await imp.call(program, question="where?")
         await imp.call(program, question="where?", run_id=f"warm-{time.time_ns()}", journal=journal)
+        for other in journals.values():
+            await imp.call(program, question="where?", run_id=f"warm-{time.time_ns()}", journal=other)
     costs: dict[str, list[tuple[float, float]]] = {
         "imp SQLite journal, recording": [],
         "imp SQLite journal, replaying": [],
@@ -103,21 +115,44 @@ async def measure(args: argparse.Namespace) -> None:
             other_id = f"{name[:6]}-{n}-{time.time_ns()}"
             spent = await timed(functools.partial(imp.call, program, question="where?", run_id=other_id, journal=other))
             costs[name].append(per_step(spent, plain, recorded))
+    if args.child:  # the parent prints: the costs as JSON on the last line
+        print(json.dumps(costs))
+        return
+    for kind in ("dbos-sqlite", "dbos-postgres"):
+        if (kind == "dbos-sqlite" and not args.dbos_sqlite) or (kind == "dbos-postgres" and not args.postgres):
+            continue
+        found = child(args, kind)
+        # The child's own imp journal ran beside its DBOS in the same rounds: kept for the ratio.
+        costs[f"imp SQLite journal, recording (beside {kind})"] = found.pop("imp SQLite journal, recording")
+        found.pop("imp SQLite journal, replaying")
+        costs.update(found)
     print(
-        f"imp {imp.__version__}, Python {platform.python_version()}, SQLite {sqlite_version()}, {os.cpu_count()} cores"
+        f"imp {imp.__version__}, Python {platform.python_version()}, SQLite {sqlite_version()}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     print(
         f"{args.rounds} rounds of a react turn recording {recorded} steps ({args.steps} steps of 2 tool calls, the answer)\n"
     )
     print("| journal | ms per step, median (wall) | p90 (wall) | median (CPU of this process) |")
     print("| --- | --- | --- | --- |")
-    for name, found in costs.items():
-        print(row(name, found))
-    if journals:
-        ours = statistics.median(w for w, _ in costs["imp SQLite journal, recording"])
-        for name in journals:
+    for name, found_costs in costs.items():
+        print(row(name, found_costs))
+    for name in costs:
+        if name.startswith("DBOS on"):
+            beside = "dbos-postgres" if "Postgres" in name else "dbos-sqlite"
+            ours = statistics.median(w for w, _ in costs[f"imp SQLite journal, recording (beside {beside})"])
             theirs = statistics.median(w for w, _ in costs[name])
-            print(f"\n{name}: {theirs / ours:.0f}x imp's SQLite journal per step (median wall time)")
+            print(f"\n{name}: {theirs / ours:.0f}x imp's SQLite journal per step (median wall time, the same rounds)")
+
+
+def child(args: argparse.Namespace, kind: str) -> dict[str, list[tuple[float, float]]]:
+    """Run the rounds with one DBOS journal in a process of its own (DBOS launches once per process)."""
+    command = [sys.executable, __file__, "--child", kind, "--rounds", str(args.rounds), "--steps", str(args.steps)]
+    if args.postgres:
+        command += ["--postgres", args.postgres]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    found: dict[str, list[tuple[float, float]]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
 
 
 def sqlite_version() -> str:
@@ -126,21 +161,110 @@ def sqlite_version() -> str:
     return sqlite3.sqlite_version
 
 
-def dbos_journals(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    """DBOS on the given Postgres (and on a SQLite file): one DBOS per process, so one of them only."""
+def dbos_journals(kind: str, postgres: str | None, folder: Path) -> dict[str, Any]:
+    """DBOS on the given Postgres or on a SQLite file (with pysqlite3-binary's SQLite)."""
+    import logging
+
     import imp.durable.dbos as imp_dbos
 
-    if args.dbos_sqlite and not args.postgres:
+    if kind == "dbos-sqlite":
         imp_dbos.bundled_sqlite()
     from dbos import DBOS
     from dbos._serialization import DBOSPortableJSONSerializer
 
-    url = args.postgres or f"sqlite:///{folder / 'dbos.sqlite'}"
-    DBOS(config={"name": "imp-bench", "system_database_url": url, "serializer": DBOSPortableJSONSerializer()})
+    logging.getLogger("dbos").setLevel(logging.WARNING)
+    url = postgres if kind == "dbos-postgres" else f"sqlite:///{folder / 'dbos.sqlite'}"
+    if url is None:
+        raise SystemExit("--child dbos-postgres needs --postgres URL")
+    DBOS(
+        config={
+            "name": "imp-bench",
+            "system_database_url": url,
+            "serializer": DBOSPortableJSONSerializer(),
+            "run_admin_server": False,
+        }
+    )
     journal = imp_dbos.DBOSJournal()
     DBOS.launch()
-    kind = "Postgres" if args.postgres else f"SQLite {imp_dbos.sys.modules['sqlite3'].sqlite_version}"
-    return {f"DBOS on {kind}": journal}
+    name = (
+        "DBOS on Postgres"
+        if kind == "dbos-postgres"
+        else f"DBOS on SQLite {imp_dbos.sys.modules['sqlite3'].sqlite_version}"
+    )
+    return {name: journal}
+
+
+# --- instructions per recorded step ------------------------------------------------------------
+
+TURNS = (2, 6)
+"""The turns of the two counted processes: their difference cancels start-up and DBOS's launch."""
+
+COUNTED = """
+import sys, tempfile, time, anyio
+sys.path.insert(0, BENCH)
+import durable
+from pathlib import Path
+folder = Path(tempfile.mkdtemp())
+program = durable.agent(STEPS)
+journal = None
+if KIND == "imp":
+    import imp
+    journal = imp.SQLiteJournal(folder / "journal.db")
+elif KIND != "plain":
+    (journal,) = durable.dbos_journals(KIND, POSTGRES, folder).values()
+async def main():
+    import imp
+    for n in range(2):  # warm up
+        await imp.call(program, question="q", **({} if journal is None else {"run_id": f"w{n}-{time.time_ns()}", "journal": journal}))
+    for n in range(TURNS):
+        await imp.call(program, question="q", **({} if journal is None else {"run_id": f"t{n}-{time.time_ns()}", "journal": journal}))
+anyio.run(main)
+import os
+os._exit(0)  # DBOS's threads keep a process alive
+"""
+
+
+def counted(kind: str, turns: int, steps: int, postgres: str | None) -> int:
+    """Instructions of a process running `turns` turns with this journal (callgrind, every thread)."""
+    body = (
+        COUNTED.replace("BENCH", repr(str(_HERE)))
+        .replace("STEPS", str(steps))
+        .replace("KIND", repr(kind))
+        .replace("POSTGRES", repr(postgres))
+        .replace("TURNS", str(turns))
+    )
+    with tempfile.TemporaryDirectory() as out:
+        target = Path(out) / "callgrind.out"
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={target}", sys.executable, "-c", body]
+        subprocess.run(command, env=env, cwd=out, check=True, capture_output=True)
+        total = 0
+        for path in Path(out).glob("callgrind.out*"):  # one file per thread or process
+            for line in path.read_text(errors="replace").splitlines():
+                if line.startswith(("summary:", "totals:")):
+                    total += int(line.split()[1])
+                    break
+    return total
+
+
+def count_per_step(args: argparse.Namespace) -> None:
+    recorded = 3 * args.steps + 1
+    kinds = ["imp"] + (["dbos-sqlite"] if args.dbos_sqlite else []) + (["dbos-postgres"] if args.postgres else [])
+    few, many = TURNS
+    plain = counted("plain", many, args.steps, None) - counted("plain", few, args.steps, None)
+    print(
+        f"instructions per recorded step (callgrind; {many - few} turns of {recorded} steps, less the same turns plain)\n"
+    )
+    print("| journal | instructions per step |")
+    print("| --- | --- |")
+    figures = {}
+    for kind in kinds:
+        spent = counted(kind, many, args.steps, args.postgres) - counted(kind, few, args.steps, args.postgres)
+        figures[kind] = (spent - plain) / ((many - few) * recorded)
+        note = " (the client's side: Postgres's own work is another process)" if kind == "dbos-postgres" else ""
+        print(f"| {kind}{note} | {figures[kind]:,.0f} |")
+    for kind in kinds[1:]:
+        print(f"\n{kind}: {figures[kind] / figures['imp']:.0f}x imp's SQLite journal per step (instructions)")
 
 
 # --- instructions without a journal -------------------------------------------------------------
@@ -199,9 +323,13 @@ def main() -> None:
     parser.add_argument("--postgres", default=None, help="a Postgres URL for DBOS's system database")
     parser.add_argument("--dbos-sqlite", action="store_true", help="DBOS on a SQLite file too (bundled SQLite)")
     parser.add_argument("--instructions", default=None, metavar="REF", help="count instructions now and at git REF")
+    parser.add_argument("--count", action="store_true", help="count instructions per recorded step (callgrind)")
+    parser.add_argument("--child", choices=["dbos-sqlite", "dbos-postgres"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.instructions is not None:
         instructions(args.instructions)
+    elif args.count:
+        count_per_step(args)
     else:
         anyio.run(measure, args)
 

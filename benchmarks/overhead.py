@@ -8,6 +8,7 @@ bookkeeping around them (history, usage, callbacks). Run it with `make bench`, w
     .venv-bench/bin/python benchmarks/overhead.py            # the table
     .venv-bench/bin/python benchmarks/overhead.py -n 500     # fewer calls
     .venv-bench/bin/python benchmarks/overhead.py --profile  # where imp's time goes (cProfile)
+    .venv-bench/bin/python benchmarks/overhead.py --budget-only  # the budget check alone
 
 The runners, for each signature (`question -> answer`, and the escalation signature of the ReAct guide):
 
@@ -465,13 +466,54 @@ def profile_imp(case: Case, calls: int, top: int) -> None:
     print(buffer.getvalue())
 
 
+BUDGET_GOAL_US = 1.0
+"""The budget check's cost per request when no budget is open (docs/cost.md)."""
+
+
+def budget_check(calls: int = 1_000_000) -> None:
+    """What each request of imp's HTTP clients pays for budgets and context windows: with no budget
+    open and no window known, the check `open_budgets.get() or lm.context_window is not None` (what
+    `HTTPLM.request` runs before sending); with a budget open, a reservation and its settling."""
+    from imp.runtime.budget import budget_scope, open_budgets, reserve, settle
+
+    lm = imp.lm("openai:local", base_url="http://127.0.0.1:9/v1")  # never sent to: only the check runs
+    loop = range(calls)
+    started = time.perf_counter()
+    for _ in loop:
+        if open_budgets.get() or lm.context_window is not None:
+            raise AssertionError("no budget is open and no window is known")
+    check_us = (time.perf_counter() - started) / calls * 1e6
+    started = time.perf_counter()
+    for _ in loop:
+        pass
+    empty_us = (time.perf_counter() - started) / calls * 1e6
+    cost = max(0.0, check_us - empty_us)
+    verdict = "met" if cost < BUDGET_GOAL_US else "NOT met"
+    print(
+        f"\nthe budget check per request, no budget open: {cost * 1000:.0f} ns; goal < {BUDGET_GOAL_US:.0f} µs: {verdict}"
+    )
+    usage = imp.Usage(100, 20, requests=1)
+    reservations = max(1, calls // 10)
+    with budget_scope(imp.Budget(total_tokens=10**15)):
+        started = time.perf_counter()
+        for _ in range(reservations):
+            held = reserve("p:m", input_tokens=120, output_tokens=50, usd_in=None, usd_out=None, default_output=4096)
+            settle(held, usage)
+        held_us = (time.perf_counter() - started) / reservations * 1e6
+    print(f"  with a budget open, one reservation and its settling: {held_us:.2f} µs per request")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("-n", type=int, default=2000, help="timed calls per runner (default 2000)")
     parser.add_argument("--rounds", type=int, default=5, help="the timed calls are split into this many rounds")
     parser.add_argument("--warmup", type=int, default=200, help="untimed calls first")
     parser.add_argument("--profile", action="store_true", help="also cProfile imp's async path")
+    parser.add_argument("--budget-only", action="store_true", help="only time the budget check")
     args = parser.parse_args(argv)
+    if args.budget_only:
+        budget_check()
+        return 0
     rounds = max(1, args.rounds)
     per_round = max(1, args.n // rounds)
 
@@ -491,6 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             verify(runner, case)
             measure(runner, args.warmup, rounds, per_round)
         print_table(case, runners, per_round * rounds)
+    budget_check()
     for note in sorted(notes):
         print(f"\nnote: {note}")
     print(f"\n(finished in {time.perf_counter() - started:.1f} s)")

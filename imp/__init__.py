@@ -50,6 +50,8 @@ from imp.errors import (
 from imp.history import History, Step, ToolCall, ToolResult, format_tool_result
 from imp.media import Audio, File, Image
 from imp.models import LM, LMCapabilities, LMResponse, ScriptedLM, StaticLM, StreamEvent, Usage
+from imp.models._fallback import fallback, round_robin
+from imp.models._tokens import TokenCount
 
 if TYPE_CHECKING:
     from imp.durable import SQLiteJournal, SQLiteSessions
@@ -83,6 +85,7 @@ from imp.programs import (
 from imp.programs.function import FunctionError
 from imp.programs.pending import Pending, PendingCall
 from imp.programs.stream import StreamPart, stream
+from imp.runtime.budget import Budget, BudgetExceeded
 from imp.runtime.deadline import deadline
 from imp.runtime.journal import idempotency_key
 from imp.runtime.logging import configure_logging, reset_logging
@@ -154,6 +157,8 @@ __all__ = [
     "AuthenticationError",
     "BadRequest",
     "BootstrapFewShot",
+    "Budget",
+    "BudgetExceeded",
     "CONTINUE",
     "Cancel",
     "ChainOfThought",
@@ -230,6 +235,7 @@ __all__ = [
     "TemplateAdapter",
     "TemplateError",
     "TemplateMessage",
+    "TokenCount",
     "Tool",
     "ToolCall",
     "ToolChoiceUnsupported",
@@ -250,6 +256,7 @@ __all__ = [
     "deadline",
     "evaluate",
     "exact_match",
+    "fallback",
     "fn",
     "format_tool_result",
     "idempotency_key",
@@ -263,6 +270,7 @@ __all__ = [
     "react",
     "react_trajectory",
     "reset_logging",
+    "round_robin",
     "save",
     "settings",
     "signature",

@@ -27,7 +27,7 @@ RESERVED_OUTPUT_NAMES = frozenset(
 """Names an output cannot take: `imp.Prediction`'s own attributes, which `prediction.name` would
 read instead of the field (a test keeps this in step with the class)."""
 RESERVED_INPUT_NAMES = frozenset(
-    {"authorize", "on_event", "resume", "decisions", "run_id", "journal", "session_id", "sessions"}
+    {"authorize", "on_event", "resume", "decisions", "run_id", "journal", "session_id", "sessions", "budget"}
 )
 """Names an input cannot take: `imp.call`'s own keywords, which `imp.call(program, name=...)` would take."""
 

@@ -10,6 +10,7 @@
     ├── CoercionError (ValueError) ············ a reply's value that does not fit its field (`imp.values`)
     ├── AdapterParseError ····················· a reply that does not fit the output fields
     ├── DeadlineExceeded (TimeoutError) ······· the current `imp.deadline` passed
+    ├── BudgetExceeded ························ a request or tool call would pass an `imp.Budget`'s limit
     ├── ReActStepError ························ the last request of a ReAct turn failed
     ├── ResumeError (ValueError) ·············· decisions that cannot resume a paused turn (none run)
     ├── Retry ································· raised by a validator: "this answer is wrong because ..."

@@ -33,6 +33,9 @@ class PredictionMetadata:
     lm_calls: int = 0
     replayed: int = 0
     """Steps of a journaled run (LM exchanges, tool calls) answered from the journal, not run again."""
+    model: str | None = None
+    """`"provider:model"` of the member of an `imp.fallback` chain that answered a predict's request
+    (None for a plain LM: it is the one that answered)."""
     pending: Any = None
     """A paused turn's `imp.Pending` (`termination_reason == "awaiting_approval"`), else None."""
     extra: Mapping[str, Any] = field(default_factory=dict)

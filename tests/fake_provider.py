@@ -23,6 +23,7 @@ Responses API's items, bodies and semantic events.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import http
@@ -223,6 +224,7 @@ class FakeProvider:
         self.errors: list[str] = []
         """Requests the server could not read (a bug in the test or the client)."""
         self._loop = asyncio.new_event_loop()
+        self._pool = concurrent.futures.ThreadPoolExecutor(64, thread_name_prefix="fake-provider-responder")
         self._thread = threading.Thread(target=self._loop.run_forever, name="fake-provider", daemon=True)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -256,6 +258,7 @@ class FakeProvider:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> FakeProvider:
         return self.start()
@@ -335,11 +338,13 @@ class FakeProvider:
             self.requests.append(received)
         return received
 
-    def _reply_for(self, received: Received) -> Reply:
+    async def _reply_for(self, received: Received) -> Reply:
         with self.lock:
             reply = self._replies.popleft() if self._replies else None
         if reply is None and self.responder is not None:
-            reply = self.responder(received)
+            # in a thread: a responder may block (time.sleep) as a slow model does, and the server
+            # must go on answering the other requests meanwhile
+            reply = await self._loop.run_in_executor(self._pool, self.responder, received)
         if reply is None:
             return Reply(599, json={"error": {"message": "the fake provider has no scripted reply"}})
         if self.faults is not None:
@@ -358,7 +363,7 @@ class FakeProvider:
         received = await self._read(reader)
         if received is None:
             return False
-        reply = self._reply_for(received)
+        reply = await self._reply_for(received)
         with self.lock:
             self.in_flight.append(received)
             self.peak_in_flight = max(self.peak_in_flight, len(self.in_flight))

@@ -289,8 +289,15 @@ class ImpAgent:
         session_id = session.context.session_id
         prediction: Prediction | None = None
         pending: Pending | None = None
+        # The answer streams into the message only when one predictor writes it; a composite
+        # (a draft and a review both writing `answer`) would show each writer's text in turn, so
+        # there every predictor's text is a thought and the final answer is sent once at the end.
+        writers = [
+            p for p in session.program.parameters().predictors if output_key in p.signature.outputs and p.takes_demos
+        ]
+        live_answer = len(writers) <= 1
         async for part in parts:
-            if part.kind == "field" and part.field == output_key:
+            if part.kind == "field" and part.field == output_key and live_answer:
                 tail += part.delta
                 await self._update(session_id, acp.update_agent_message_text(part.delta))
             elif part.kind in ("field", "reasoning"):

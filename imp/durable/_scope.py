@@ -8,7 +8,9 @@ program on the same inputs, so a resumed run finds each recorded step where the 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,11 +23,11 @@ from imp.durable._records import (
     load_tool_result,
     request_digest,
 )
-from imp.errors import JournalMismatch
+from imp.errors import JournalError, JournalMismatch
 from imp.models.base import LM, LMResponse
 from imp.records import Message, ToolCall, ToolResult
 
-__all__ = ["FORKED", "Recorded", "ReplayLM", "RunLog", "Scope", "StepWriter"]
+__all__ = ["FORKED", "Recorded", "ReplayLM", "RunLog", "Scope", "StepWriter", "one_call"]
 
 
 FORKED = "forked"
@@ -184,3 +186,27 @@ class Scope:
 
     def tool_scope(self, index: int, call: ToolCall) -> Scope:
         return Scope(self.log, self._tool_key(index, call))
+
+
+_in_flight: set[tuple[str, str]] = set()
+"""The (journal, run id) of each journaled call running in this process."""
+_in_flight_lock = threading.Lock()
+
+
+@contextmanager
+def one_call(journal: str, run_id: str) -> Iterator[None]:
+    """One call of a run at a time in this process: a second at once (a request posted twice) would run
+    again what is not recorded yet. Across processes, a run id is called by one at a time."""
+    key = (journal, run_id)
+    with _in_flight_lock:
+        if key in _in_flight:
+            raise JournalError(
+                f"run {run_id!r} is running in this process already; call it again once that call has ended "
+                "(it then replays what was recorded)"
+            )
+        _in_flight.add(key)
+    try:
+        yield
+    finally:
+        with _in_flight_lock:
+            _in_flight.discard(key)

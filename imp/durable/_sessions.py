@@ -128,8 +128,16 @@ class SQLiteSessions:
         program: object,
         inputs: dict[str, Any],
         turn: Callable[[dict[str, Any]], Awaitable[Prediction]],
+        *,
+        resumed: bool = False,
     ) -> Prediction:
-        """One turn of the session: the program's history input filled, the new turn kept after it."""
+        """One turn of the session: the program's history input filled, the new turn kept after it. A
+        resumed turn (paused awaiting approval) holds its history: the session keeps what it ends with."""
+        if resumed:
+            prediction = await turn(inputs)
+            if prediction.metadata.history is not None:
+                self.save(session_id, prediction.metadata.history)
+            return prediction
         name = history_input(program)
         if name in inputs:
             raise TypeError(

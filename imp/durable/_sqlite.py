@@ -17,14 +17,28 @@ import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from imp.durable._pauses import (
+    Body,
+    Pause,
+    check_resume,
+    choose,
+    claim_digest,
+    pause_of,
+    read_pause,
+    segment_path,
+    start_inputs,
+    to_resume,
+)
 from imp.durable._records import value_digest
-from imp.durable._scope import Recorded, RunLog, Scope
-from imp.errors import JournalError, JournalMismatch
+from imp.durable._scope import Recorded, RunLog, Scope, one_call
+from imp.errors import JournalError, JournalMismatch, ResumeError
 from imp.prediction import Prediction
+from imp.programs.pending import Pending
 from imp.runtime.journal import current_journal_scope
 
 __all__ = ["FORMAT_VERSION", "JournalRun", "JournalStep", "SQLiteJournal", "check_run_id", "open_private"]
@@ -42,12 +56,16 @@ CREATE TABLE IF NOT EXISTS imp_runs (
 CREATE TABLE IF NOT EXISTS imp_steps (
     run_id TEXT NOT NULL, seq INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
     digest TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, key));
+CREATE TABLE IF NOT EXISTS imp_pauses (
+    run_id TEXT NOT NULL, n INTEGER NOT NULL, pending TEXT NOT NULL, claim TEXT, PRIMARY KEY (run_id, n));
 """
+# imp_pauses came after format 1's first files: created on opening, it changes nothing an older imp
+# reads (that imp replays a paused run to its pause, and cannot resume it by its run id).
 
 
 @dataclass(frozen=True, slots=True)
 class JournalRun:
-    """One run in a journal: its id, program, status (`running`, `finished`, `failed`) and step count."""
+    """One run in a journal: its id, program, status (`running`, `paused`, `finished`, `failed`) and step count."""
 
     run_id: str
     program: str
@@ -165,19 +183,151 @@ class SQLiteJournal:
         self, run_id: str, program: str, inputs: Mapping[str, Any], body: Callable[[], Awaitable[object]]
     ) -> Any:
         """Run `body` as the run `run_id`: recorded steps are replayed, new ones recorded."""
-        log = self.open_run(check_run_id(run_id), program, inputs)
-        token = current_journal_scope.set(Scope(log, ""))
+        with self._only(check_run_id(run_id)):
+            return await self._run(run_id, program, inputs, body)
+
+    async def _run(
+        self, run_id: str, program: str, inputs: Mapping[str, Any], body: Callable[[], Awaitable[Any]]
+    ) -> Any:
+        log = self.open_run(run_id, program, inputs)
+        return await self._segment(log, 0, body)
+
+    def _only(self, run_id: str) -> AbstractContextManager[None]:
+        return one_call(str(self.path.resolve()), run_id)
+
+    async def _segment(self, log: RunLog, segment: int, body: Callable[[], Awaitable[Any]]) -> Any:
+        """Run one segment of a run (0: the call with its inputs; n: its n-th resume) in its scope; keep
+        the pause it ends with, and the run's status when it is the run's newest segment."""
+        token = current_journal_scope.set(Scope(log, segment_path(segment)))
         try:
             result = await body()
         except BaseException:
-            self._set_status(run_id, "failed")
+            self._end(log.run_id, segment, "failed", None)
             raise
         finally:
             current_journal_scope.reset(token)
-        self._set_status(run_id, "finished")
+        pause = pause_of(result)
+        self._end(log.run_id, segment, "finished" if pause is None else "paused", pause)
         if isinstance(result, Prediction):
             result = Prediction(result.fields, result.metadata.replace(replayed=log.replayed), complete=result.complete)
         return result
+
+    def _end(self, run_id: str, segment: int, status: str, pause: dict[str, Any] | None) -> None:
+        db = self._connection()
+        with self._lock:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if pause is not None:  # a replayed segment finds its pause kept already
+                    db.execute(
+                        "INSERT OR IGNORE INTO imp_pauses VALUES (?, ?, ?, NULL)",
+                        (run_id, segment, json.dumps(pause, ensure_ascii=False)),
+                    )
+                # Only the run's newest segment sets its status: replaying an earlier one changes nothing.
+                db.execute(
+                    "UPDATE imp_runs SET status = ?, updated = ? WHERE run_id = ? AND "
+                    "(SELECT COUNT(*) FROM imp_pauses WHERE run_id = ? AND claim IS NOT NULL) = ?",
+                    (status, time.time(), run_id, run_id, segment),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    # --- a paused run ---------------------------------------------------------------------------
+
+    async def resume(self, run_id: str, program: str, pending: object, decisions: object, body: Body) -> Any:
+        """Resume the run `run_id`, paused awaiting approval, with these decisions: its newest pause (or
+        `pending`, when given, checked to be it) runs on as the run's next segment, recorded like any
+        run. The same decisions again replay that segment; a run id the journal does not hold, given
+        `pending`, starts a new run from it."""
+        check_run_id(run_id)
+        given = check_resume(pending, decisions)
+        assert isinstance(decisions, Mapping)
+        with self._only(run_id):
+            return await self._resume(run_id, program, given, decisions, body)
+
+    async def _resume(
+        self, run_id: str, program: str, given: Pending | None, decisions: Mapping[str, Any], body: Body
+    ) -> Any:
+        db = self._connection()
+        with self._lock:
+            row = db.execute("SELECT program, inputs, status FROM imp_runs WHERE run_id = ?", (run_id,)).fetchone()
+        if given is not None and (row is None or row[1] == value_digest(start_inputs(given, decisions))):
+            # A pending turn resumed under a run id of its own: a run whose inputs are the turn and the decisions.
+            first = row is None
+            return await self._run(
+                run_id,
+                program,
+                start_inputs(given, decisions),
+                lambda: body(given if first else Pending.load(given.dump())),
+            )
+        if row is None:
+            raise ResumeError(f"no run {run_id!r} in {self.path} to resume; a run is started with its inputs")
+        if row[0] != program:
+            raise JournalMismatch(
+                f"run {run_id!r} was recorded with the program {row[0]}, not {program}: resume it with its own program",
+                run_id=run_id,
+            )
+        pause, claim = choose(run_id, str(row[2]), self._pauses(run_id), given, decisions)
+        resumed = to_resume(pause, given, decisions, run_id, claim)
+        if claim and not self._claim(run_id, pause.n, claim_digest(pause.data, decisions)):
+            # Another call claimed it between the read and the write: it runs the resumed part now, and
+            # running it here too would run its tools twice. Called again later, this call replays it.
+            raise ResumeError(
+                f"run {run_id!r}'s pause {pause.n} was resumed by another call just now; call again once it "
+                "has finished (the same decisions replay what it did)"
+            )
+        segment = pause.n + 1
+        log = self._log(run_id)
+        before = log.next_seq
+        try:
+            return await self._segment(log, segment, lambda: body(resumed))
+        except (ResumeError, TypeError):
+            if claim and log.next_seq == before:  # refused before anything ran: the pause waits again
+                self._release(run_id, pause.n)
+            raise
+
+    def _pauses(self, run_id: str) -> list[Pause]:
+        db = self._connection()
+        with self._lock:
+            rows = db.execute(
+                "SELECT n, pending, claim FROM imp_pauses WHERE run_id = ? ORDER BY n", (run_id,)
+            ).fetchall()
+        return [Pause(int(n), read_pause(text, run_id, int(n)), claim) for n, text, claim in rows]
+
+    def _claim(self, run_id: str, n: int, claim: str) -> bool:
+        db = self._connection()
+        with self._lock:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                done = db.execute(
+                    "UPDATE imp_pauses SET claim = ? WHERE run_id = ? AND n = ? AND claim IS NULL", (claim, run_id, n)
+                ).rowcount
+                if done:
+                    db.execute(
+                        "UPDATE imp_runs SET status = 'running', updated = ? WHERE run_id = ?", (time.time(), run_id)
+                    )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return bool(done)
+
+    def _release(self, run_id: str, n: int) -> None:
+        db = self._connection()
+        with self._lock:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("UPDATE imp_pauses SET claim = NULL WHERE run_id = ? AND n = ?", (run_id, n))
+            db.execute("UPDATE imp_runs SET status = 'paused', updated = ? WHERE run_id = ?", (time.time(), run_id))
+            db.execute("COMMIT")
+
+    def pending(self, run_id: str) -> Pending | None:
+        """The pending turn the run `run_id` waits with (its newest pause, not yet resumed), or None."""
+        pauses = self._pauses(run_id)
+        if not pauses or pauses[-1].claim is not None:
+            return None
+        newest = pauses[-1]
+        return to_resume(newest, None, {}, run_id, True)
 
     def open_run(self, run_id: str, program: str, inputs: Mapping[str, Any]) -> RunLog:
         """The run's log: its recorded steps read once; a run recorded with other inputs is refused."""
@@ -185,7 +335,7 @@ class SQLiteJournal:
         digest = value_digest(inputs)
         now = time.time()
         with self._lock:
-            row = db.execute("SELECT program, inputs FROM imp_runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = db.execute("SELECT program, inputs, status FROM imp_runs WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
                 db.execute(
                     "INSERT INTO imp_runs VALUES (?, ?, ?, 'running', ?, ?)", (run_id, program, digest, now, now)
@@ -195,21 +345,21 @@ class SQLiteJournal:
             ).fetchall()
         if row is not None and (row[0], row[1]) != (program, digest):
             what = f"the program ({row[0]} recorded, {program} now)" if row[0] != program else "the inputs"
+            paused = " It is paused awaiting approval: resume it with decisions={...}." if row[2] == "paused" else ""
             raise JournalMismatch(
                 f"run {run_id!r} was recorded with other {what.removeprefix('the ')}: {what} changed. "
-                f"Give this call a new run id (journal.delete({run_id!r}) forgets the old run)",
+                f"Give this call a new run id (journal.delete({run_id!r}) forgets the old run).{paused}",
                 run_id=run_id,
             )
-        log = RunLog(run_id, self)
-        for seq, key, kind, digest_text, body_text in rows:
-            log.steps[key] = Recorded(seq, kind, _read(digest_text, run_id, key), _read(body_text, run_id, key))
-            log.next_seq = max(log.next_seq, seq + 1)
-        return log
+        return _log_of(self, run_id, rows)
 
-    def _set_status(self, run_id: str, status: str) -> None:
+    def _log(self, run_id: str) -> RunLog:
         db = self._connection()
         with self._lock:
-            db.execute("UPDATE imp_runs SET status = ?, updated = ? WHERE run_id = ?", (status, time.time(), run_id))
+            rows = db.execute(
+                "SELECT seq, key, kind, digest, body FROM imp_steps WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall()
+        return _log_of(self, run_id, rows)
 
     # --- looking at runs ----------------------------------------------------------------------
 
@@ -262,8 +412,17 @@ class SQLiteJournal:
         with self._lock:
             db.execute("BEGIN IMMEDIATE")
             db.execute("DELETE FROM imp_steps WHERE run_id = ?", (run_id,))
+            db.execute("DELETE FROM imp_pauses WHERE run_id = ?", (run_id,))
             db.execute("DELETE FROM imp_runs WHERE run_id = ?", (run_id,))
             db.execute("COMMIT")
+
+
+def _log_of(journal: SQLiteJournal, run_id: str, rows: list[Any]) -> RunLog:
+    log = RunLog(run_id, journal)
+    for seq, key, kind, digest_text, body_text in rows:
+        log.steps[key] = Recorded(seq, kind, _read(digest_text, run_id, key), _read(body_text, run_id, key))
+        log.next_seq = max(log.next_seq, seq + 1)
+    return log
 
 
 def _read(text: object, run_id: str, key: str) -> Any:
@@ -271,5 +430,5 @@ def _read(text: object, run_id: str, key: str) -> Any:
         raise JournalError(f"run {run_id!r}, step {key}: the record is not JSON text under {MAX_RECORD_BYTES} bytes")
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise JournalError(f"run {run_id!r}, step {key}: the record does not read as JSON ({exc})") from None

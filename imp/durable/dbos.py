@@ -17,6 +17,7 @@ calls of a step and the rows of an evaluation may finish in any order.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import sys
 import threading
@@ -28,10 +29,24 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra's own message
     raise ImportError("imp.dbos runs programs as DBOS workflows: pip install 'imp[dbos]'") from exc
 
-from imp.durable._scope import Recorded, RunLog, Scope
+from imp.durable._pauses import (
+    Body,
+    Pause,
+    check_resume,
+    choose,
+    claim_digest,
+    pause_of,
+    read_pause,
+    segment_path,
+    start_inputs,
+    to_resume,
+)
+from imp.durable._records import value_digest
+from imp.durable._scope import Recorded, RunLog, Scope, one_call
 from imp.durable._sqlite import check_run_id
-from imp.errors import JournalError, JournalMismatch
+from imp.errors import JournalError, JournalMismatch, ResumeError
 from imp.prediction import Prediction
+from imp.programs.pending import Pending
 from imp.runtime.journal import current_journal_scope
 
 __all__ = ["MIN_SQLITE", "DBOSJournal", "bundled_sqlite", "check_sqlite"]
@@ -99,14 +114,19 @@ class _DBOSWriter:
         return out["body"] if isinstance(out, Mapping) else None
 
 
-def _recorded_steps(run_id: str) -> list[Any]:
+def _recorded_steps(workflow_id: str) -> list[Any]:
     """The workflow's steps, read outside any workflow (inside one, DBOS would checkpoint the read)."""
-    return list(DBOS.list_workflow_steps(run_id))
+    return list(DBOS.list_workflow_steps(workflow_id))
 
 
-async def _load(run_id: str) -> RunLog:
+def _workflow_id(run_id: str, segment: int) -> str:
+    """The DBOS workflow of a run's segment: the run id itself, then `<run id>/resume-<n>` for its n-th resume."""
+    return run_id if segment == 0 else f"{run_id}/{segment_path(segment)}"
+
+
+async def _load(workflow_id: str, run_id: str) -> RunLog:
     # run_in_executor copies no context variables: the read runs outside the workflow's context.
-    steps = await asyncio.get_running_loop().run_in_executor(None, _recorded_steps, run_id)
+    steps = await asyncio.get_running_loop().run_in_executor(None, _recorded_steps, workflow_id)
     log = RunLog(run_id, _DBOSWriter())
     newest = 0
     for info in steps:
@@ -122,37 +142,41 @@ async def _load(run_id: str) -> RunLog:
 
 
 @DBOS.workflow(name="imp.run")  # type: ignore[untyped-decorator]
-async def _imp_run(program: str, run_id: str) -> dict[str, Any]:
+async def _imp_run(program: str, run_id: str, segment: int = 0, claim: str | None = None) -> dict[str, Any]:
+    """One segment of an imp run (0: the call with its inputs; n: its n-th resume, claimed by `claim`)."""
+    workflow_id = _workflow_id(run_id, segment)
     with _lock:
-        body = _bodies.get(run_id)
+        body = _bodies.get(workflow_id)
         if body is None:  # DBOS's recovery at launch: the run continues when it is called again
-            ready = _waiting.setdefault(run_id, threading.Event())
+            ready = _waiting.setdefault(workflow_id, threading.Event())
     if body is None:
         # DBOS's recovery runs on its own event loop thread; the call that resumes the run comes from
         # the application's loop: a thread-safe flag, looked at every 50 ms, joins the two.
         while not ready.is_set():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
-        body = _bodies[run_id]
-    log = await _load(run_id)
+        body = _bodies[workflow_id]
+    log = await _load(workflow_id, run_id)
     # New steps take DBOS step numbers after every recorded one; recorded steps are found by name.
     for _ in range(log.next_seq - 1):
         DBOS.reserve_step()
-    token = current_journal_scope.set(Scope(log, ""))
+    token = current_journal_scope.set(Scope(log, segment_path(segment)))
     try:
         result = await body()
     finally:
         current_journal_scope.reset(token)
     if isinstance(result, Prediction):
         result = Prediction(result.fields, result.metadata.replace(replayed=log.replayed), complete=result.complete)
-    _results[run_id] = result
-    return {"program": program, "replayed": log.replayed}
+    _results[workflow_id] = result
+    # The pause a segment ends with is its workflow's output (redacted JSON): the next resume reads it.
+    return {"program": program, "replayed": log.replayed, "pending": pause_of(result)}
 
 
 class DBOSJournal:
     """Journaled runs as DBOS workflows: `imp.call(program, inputs, run_id=..., journal=imp.dbos.DBOSJournal())`.
 
     Construct `DBOS(config=...)` first. A run is the DBOS workflow of its run id; each LM exchange
-    and tool call of it a DBOS step.
+    and tool call of it a DBOS step. A run that paused awaiting approval resumes by its id
+    (`imp.call(program, run_id=..., journal=..., decisions={...})`) as the workflow `<run id>/resume-1`.
     """
 
     def __init__(self) -> None:
@@ -168,40 +192,126 @@ class DBOSJournal:
     ) -> Any:
         """Run `body` as the DBOS workflow `run_id`: its recorded steps answered from DBOS, new ones run as steps."""
         check_run_id(run_id)
+        with one_call("dbos", run_id):
+            return await self._segment(run_id, 0, program, None, body)
+
+    async def _segment(
+        self, run_id: str, segment: int, program: str, claim: str | None, body: Callable[[], Awaitable[Any]]
+    ) -> Any:
         url = _system_database_url()
         if url is not None:
             check_sqlite(url)
-        status = await DBOS.get_workflow_status_async(run_id)
+        workflow_id = _workflow_id(run_id, segment)
+        status = await DBOS.get_workflow_status_async(workflow_id)
         if status is not None and status.name != "imp.run":
             raise JournalMismatch(
-                f"workflow {run_id!r} is a DBOS workflow of {status.name}, not an imp run", run_id=run_id
+                f"workflow {workflow_id!r} is a DBOS workflow of {status.name}, not an imp run", run_id=run_id
             )
         with _lock:
-            _bodies[run_id] = body
-            recovered = _waiting.pop(run_id, None)
+            _bodies[workflow_id] = body
+            recovered = _waiting.pop(workflow_id, None)
         try:
             if recovered is not None:  # DBOS's recovery started it: give it its body and wait
                 recovered.set()
-                handle: Any = await DBOS.retrieve_workflow_async(run_id)
+                handle: Any = await DBOS.retrieve_workflow_async(workflow_id)
             elif status is not None and status.status == "SUCCESS":
-                return await _replay_finished(run_id, body)
+                return await _replay_finished(workflow_id, run_id, segment, body)
             else:
-                with SetWorkflowID(run_id):
-                    handle = await DBOS.start_workflow_async(_imp_run, program, run_id)
+                with SetWorkflowID(workflow_id):
+                    handle = await DBOS.start_workflow_async(_imp_run, program, run_id, segment, claim)
             await handle.get_result()
-            if run_id in _results:
-                return _results.pop(run_id)
-            return await _replay_finished(run_id, body)
+            if workflow_id in _results:
+                return _results.pop(workflow_id)
+            return await _replay_finished(workflow_id, run_id, segment, body)
         finally:
             with _lock:
-                _bodies.pop(run_id, None)
+                _bodies.pop(workflow_id, None)
+
+    # --- a paused run ---------------------------------------------------------------------------
+
+    async def resume(self, run_id: str, program: str, pending: object, decisions: object, body: Body) -> Any:
+        """Resume the run `run_id`, paused awaiting approval, with these decisions: its newest pause (or
+        `pending`, when given, checked to be it) runs on as the workflow `<run id>/resume-<n>`. The same
+        decisions again replay it; a run id DBOS does not hold, given `pending`, starts a run from it."""
+        check_run_id(run_id)
+        given = check_resume(pending, decisions)
+        assert isinstance(decisions, Mapping)
+        with one_call("dbos", run_id):
+            return await self._resume(run_id, program, given, decisions, body)
+
+    async def _resume(
+        self, run_id: str, program: str, given: Pending | None, decisions: Mapping[str, Any], body: Body
+    ) -> Any:
+        first = await DBOS.get_workflow_status_async(run_id)
+        if given is not None:
+            start = value_digest(start_inputs(given, decisions))
+            if first is None or _claim_of(first) == start:
+                # A pending turn resumed under a run id of its own: the run's claim is the turn and the decisions.
+                fresh = first is None
+                return await self._segment(
+                    run_id, 0, program, start, lambda: body(given if fresh else Pending.load(given.dump()))
+                )
+        if first is None:
+            raise ResumeError(f"no DBOS workflow {run_id!r} to resume; a run is started with its inputs")
+        pauses, status = await _pauses(run_id)
+        pause, claim = choose(run_id, status, pauses, given, decisions)
+        resumed = to_resume(pause, given, decisions, run_id, claim)
+        segment = pause.n + 1
+        try:
+            return await self._segment(
+                run_id, segment, program, claim_digest(pause.data, decisions), lambda: body(resumed)
+            )
+        except (ResumeError, TypeError):
+            if claim and not await DBOS.list_workflow_steps_async(_workflow_id(run_id, segment)):
+                # Refused before anything ran: the pause waits again.
+                await DBOS.delete_workflow_async(_workflow_id(run_id, segment))
+            raise
+
+    async def pending(self, run_id: str) -> Pending | None:
+        """The pending turn the run `run_id` waits with (its newest pause, not yet resumed), or None
+        (a coroutine, as DBOS's own status calls are)."""
+        pauses, _ = await _pauses(run_id)
+        if not pauses or pauses[-1].claim is not None:
+            return None
+        return to_resume(pauses[-1], None, {}, run_id, True)
 
 
-async def _replay_finished(run_id: str, body: Callable[[], Awaitable[Any]]) -> Any:
+def _claim_of(status: Any) -> str | None:
+    """The claim a segment's workflow was started with (its fourth argument)."""
+    inputs = status.input or {}
+    args = list(inputs.get("args") or ()) if isinstance(inputs, Mapping) else []
+    kwargs = inputs.get("kwargs") or {} if isinstance(inputs, Mapping) else {}
+    claim = args[3] if len(args) > 3 else kwargs.get("claim") if isinstance(kwargs, Mapping) else None
+    return claim if isinstance(claim, str) else None
+
+
+async def _pauses(run_id: str) -> tuple[list[Pause], str]:
+    """A run's pauses (each segment's workflow that ended with a pending turn, and the claim of the one
+    that resumed it), and the status of its newest segment in imp's words."""
+    pauses: list[Pause] = []
+    segment = 0
+    status = await DBOS.get_workflow_status_async(run_id)
+    word = "running"
+    while status is not None:
+        word = {"SUCCESS": "finished", "ERROR": "failed"}.get(status.status, "running")
+        out = status.output if status.status == "SUCCESS" else None
+        data = out.get("pending") if isinstance(out, Mapping) else None
+        if data is None:
+            break
+        checked = read_pause(json.dumps(data), run_id, segment)  # DBOS read it; bounded here all the same
+        status = await DBOS.get_workflow_status_async(_workflow_id(run_id, segment + 1))
+        claim = None if status is None else _claim_of(status)
+        pauses.append(Pause(segment, checked, claim))
+        word = "paused"
+        segment += 1
+    return pauses, word
+
+
+async def _replay_finished(workflow_id: str, run_id: str, segment: int, body: Callable[[], Awaitable[Any]]) -> Any:
     """A run that finished (in another process, or before): its result, replayed from its steps."""
-    log = await _load(run_id)
+    log = await _load(workflow_id, run_id)
     log.writer = _Finished()
-    token = current_journal_scope.set(Scope(log, ""))
+    token = current_journal_scope.set(Scope(log, segment_path(segment)))
     try:
         result = await body()
     finally:

@@ -14,6 +14,7 @@ from imp.evaluation.progress import Progress
 from imp.evaluation.report import EvaluationError, EvaluationReport, EvaluationRow, describe_error
 from imp.prediction import Example
 from imp.programs.base import Program, call
+from imp.runtime.budget import Budget, BudgetExceeded, budget_scope
 from imp.runtime.journal import Journal
 from imp.runtime.usage import track_usage
 from imp.settings import settings
@@ -83,6 +84,7 @@ async def evaluate(
     progress: bool = True,
     run_id: str | None = None,
     journal: Journal | None = None,
+    budget: Budget | None = None,
 ) -> EvaluationReport:
     """Run `program` on every example's inputs, score it with `metric(example, prediction)`, and report.
 
@@ -92,7 +94,24 @@ async def evaluate(
     `timeout` bounds each row. Progress goes to stderr: a bar on a terminal, plain lines otherwise.
     With `run_id` and a `journal` (or `imp.configure(journal=...)`) the evaluation is a journaled run:
     called again after a crash, finished rows are answered from the journal and the rest run live.
+    Under `budget=imp.Budget(...)` (one account for the whole evaluation) a row the budget refuses
+    stops the evaluation: no further row starts, and `imp.BudgetExceeded` is raised with `report`,
+    the report of the rows that finished (the refused rows are not scored).
     """
+    if budget is not None:
+        with budget_scope(budget):
+            return await evaluate(
+                program,
+                devset,
+                metric,
+                concurrency=concurrency,
+                max_errors=max_errors,
+                failure_score=failure_score,
+                timeout=timeout,
+                progress=progress,
+                run_id=run_id,
+                journal=journal,
+            )
     if not isinstance(program, Program):
         raise TypeError(f"imp.evaluate runs an imp program, got {type(program).__name__}")
     if not callable(metric):
@@ -139,11 +158,16 @@ async def _evaluate(
     errors = 0
     stop_reason: str | None = None
 
+    refused: list[BudgetExceeded] = []
+
     def on_done(index: int, outcome: EvaluationRow | Exception) -> bool:
         nonlocal errors, stop_reason
         row = outcome
         if isinstance(row, Exception):  # the row's timeout (or an error outside the row's own handling)
             row = EvaluationRow(index, examples[index], None, failure, error=row, stage="program")
+        if isinstance(row.error, BudgetExceeded) and row.stage == "program":
+            refused.append(row.error)  # not the program's failure: the row is left unscored, and no row starts
+            return True
         rows[index] = row
         display.update(row.score, error=row.error is not None)
         if row.error is None:
@@ -162,6 +186,9 @@ async def _evaluate(
     finally:
         display.close(stopped=stop_reason)
     finished = tuple(row for row in rows if row is not None)
+    if refused:
+        refused[0].report = EvaluationReport(finished, usage.total, usage.by_model, time.monotonic() - started)
+        raise refused[0]
     raise_if_cut_by_deadline([row.error for row in finished])
     if stop_reason is not None:
         assert limit is not None

@@ -15,7 +15,7 @@ import abc
 import dataclasses
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Unpack, cast
 
@@ -25,21 +25,30 @@ from imp.errors import (
     ConnectionFailed,
     ContentFiltered,
     DeadlineExceeded,
-    InvalidResponse,
     LMError,
     RateLimited,
-    ResponseTooLarge,
     StreamBroken,
     UnsupportedOption,
 )
+from imp.models._catalog import card_for
 from imp.models._credentials import Credentials
 from imp.models._gate import RequestGate, request_gate
+from imp.models._guard import prepare, settle_failure, settle_response
 from imp.models._log import log_retry, log_step_down
 from imp.models._media_wire import encode_body
 from imp.models._options import ChatOptions, Defaults, Options, check_client_settings, check_options
 from imp.models._prices import Prices, as_prices, priced
 from imp.models._stepdown import StepDowns
-from imp.models._stream import EmptyStream, StreamReader, StreamState, as_deltas, malformed, read_json
+from imp.models._stream import (
+    EmptyStream,
+    StreamReader,
+    StreamState,
+    as_deltas,
+    empty_stream_error,
+    malformed,
+    read_json,
+    too_large_error,
+)
 from imp.models._transport import (
     Body,
     BodyTooLarge,
@@ -53,7 +62,8 @@ from imp.models._wire import forces_tool
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
 from imp.models.cache import ResponseCache, cache_key, resolve_cache
 from imp.models.errors import classify_error, error_from_payload, safe_url
-from imp.models.retry import RetryPolicy, call_with_retries
+from imp.models.retry import RetryPolicy, call_with_retries, with_max_retries
+from imp.runtime.budget import open_budgets
 from imp.runtime.deadline import time_left
 from imp.runtime.usage import record_usage
 
@@ -86,6 +96,8 @@ class HTTPLM(LM):
     """Options of `options_type` this provider refuses (its API has no such field)."""
     step_down_options: frozenset[str] = frozenset()
     """Refused options this client steps down from instead of failing (see `imp.models._stepdown`)."""
+    default_max_tokens: int | None = None
+    """The `max_tokens` the provider is sent when a request gives none (Anthropic requires one)."""
     defaults: Options
 
     def __init__(
@@ -108,6 +120,7 @@ class HTTPLM(LM):
         headers: Mapping[str, str] | None = None,
         prices: Prices | Mapping[str, float] | None = None,
         max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+        context_window: int | None = None,
         **defaults: Unpack[Defaults],
     ) -> None:
         if provider is not None:
@@ -118,7 +131,7 @@ class HTTPLM(LM):
             self.base_url, timeout=timeout, connect_timeout=connect_timeout, max_response_bytes=max_response_bytes
         )
         check_http_client(http_client)
-        if api_key is None and self.api_key_env and self._own_service:
+        if api_key is None and self.api_key_env and self.own_service:
             # The environment's key goes only to the service it is named for (`_credentials`).
             api_key = os.environ.get(self.api_key_env) or None
         if capabilities is not None:
@@ -127,9 +140,15 @@ class HTTPLM(LM):
         self._stepped = StepDowns()
         self._retry = retry_policy or RetryPolicy()
         if max_retries is not None:
-            self._retry = _with_max_retries(self._retry, max_retries)
+            self._retry = with_max_retries(self._retry, max_retries)
         self._cache = cache
         self.prices = as_prices(prices)
+        if context_window is not None and (not isinstance(context_window, int) or context_window <= 0):
+            raise ValueError(
+                f"context_window is the model's window in tokens (a whole number > 0), got {context_window!r}"
+            )
+        card = card_for(self.provider, model) if self.own_service else None
+        self.context_window = context_window or (card.context_window if card is not None else None)
         self._extra_headers = dict(headers or {})
         self._timeout = timeout
         self.max_response_bytes = max_response_bytes
@@ -187,8 +206,9 @@ class HTTPLM(LM):
         return f"{self.provider}:{self.model}"
 
     @property
-    def _own_service(self) -> bool:
-        """Whether requests go to the provider's own service (its default `base_url`)."""
+    def own_service(self) -> bool:
+        """Whether requests go to the provider's own service (its default `base_url`): only then does
+        imp's table of prices and context windows apply."""
         return self.base_url == self.default_base_url.rstrip("/")
 
     @property
@@ -223,7 +243,7 @@ class HTTPLM(LM):
         A local or compatible server (another `base_url`) may need none, so only the default URL
         is checked; a key given through `headers=` counts.
         """
-        if self._credentials.api_key or not self.api_key_env or not self._own_service:
+        if self._credentials.api_key or not self.api_key_env or not self.own_service:
             return
         if set(headers) & {"authorization", "x-api-key", "api-key"}:
             return
@@ -235,7 +255,7 @@ class HTTPLM(LM):
 
     def _policy(self, options: Options) -> RetryPolicy:
         if "max_retries" in options:
-            return _with_max_retries(self._retry, int(options["max_retries"]))
+            return with_max_retries(self._retry, int(options["max_retries"]))
         return self._retry
 
     def _cap(self, options: Options) -> float | None:
@@ -277,9 +297,16 @@ class HTTPLM(LM):
     async def request(self, messages: Sequence[Message], **options: Unpack[Options]) -> LMResponse:
         """Send one request (retrying what may succeed later, stepping down from a refused option)
         and return the normalised response."""
-        merged = self._merged(options)
-        sent = await self._send(messages, merged, cache=resolve_cache(merged.get("cache", self._cache)))
+        merged, reservation = self._merged(options), None
+        if open_budgets.get() or self.context_window is not None:
+            merged, reservation = await prepare(self, messages, merged, default_output=self.default_max_tokens)
+        try:
+            sent = await self._send(messages, merged, cache=resolve_cache(merged.get("cache", self._cache)))
+        except BaseException as error:
+            settle_failure(reservation, error)
+            raise
         assert sent.response is not None
+        settle_response(reservation, sent.response)
         return sent.response
 
     async def stream(self, messages: Sequence[Message], **options: Unpack[Options]) -> AsyncIterator[StreamEvent]:
@@ -292,7 +319,20 @@ class HTTPLM(LM):
         A request the server cannot stream (see `LMCapabilities.stream_tool_calls`) is read whole and
         handed on as deltas. Streams are never cached.
         """
-        merged = self._merged(options)
+        merged, reservation = self._merged(options), None
+        if open_budgets.get() or self.context_window is not None:
+            merged, reservation = await prepare(self, messages, merged, default_output=self.default_max_tokens)
+        try:
+            async with aclosing(self._stream(messages, merged)) as events:
+                async for event in events:
+                    if event.kind == "final" and event.response is not None:
+                        settle_response(reservation, event.response)
+                    yield event
+        except BaseException as error:  # a failure, a cancellation, or the caller leaving early
+            settle_failure(reservation, error)
+            raise
+
+    async def _stream(self, messages: Sequence[Message], merged: Options) -> AsyncGenerator[StreamEvent]:
         async with AsyncExitStack() as stack:
             sent = await self._send(messages, merged, stack=stack)
             if sent.response is not None:
@@ -420,7 +460,7 @@ class HTTPLM(LM):
             try:
                 first = await anext(deltas)
             except EmptyStream as empty:
-                raise self._empty_stream(empty, options) from None
+                raise empty_stream_error(empty, options, self.provider) from None
             if gate is not None:
                 stack.callback(gate.leave, ticket)
             stack.push_async_callback(response.aclose)
@@ -431,7 +471,7 @@ class HTTPLM(LM):
         except HTTPFailure as failure:
             raise self._failure(failure) from None
         except BodyTooLarge as too_large:
-            raise self._too_large(too_large) from None
+            raise too_large_error(too_large, self.provider) from None
         finally:
             if deltas is not None:
                 await deltas.aclose()
@@ -470,39 +510,6 @@ class HTTPLM(LM):
         except (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
             text = raw[:300].decode("utf-8", errors="replace")
             raise malformed(exc, "a response body", text, provider=self.provider, secrets=self.secrets) from None
-
-    def _empty_stream(self, empty: EmptyStream, options: Options) -> LMError:
-        """A streamed body that ended before any event. With tools, the server could not stream them
-        (a step down to a request read whole); with none at all, a reply that will not change (never
-        sent again); keep-alives and then nothing, a stream cut short (retried)."""
-        if options.get("tools"):
-            return UnsupportedOption(
-                "the server ended a streamed request with tools before a single event "
-                "(it cannot stream the tool call it chose)",
-                option="stream",
-                status=200,
-                provider=self.provider,
-                code="empty_stream",
-            )
-        if empty.received == 0:
-            return InvalidResponse(
-                "the server answered 200 with an empty stream, which sending again will not change",
-                status=200,
-                provider=self.provider,
-                code="empty_stream",
-            )
-        return StreamBroken(
-            f"{empty}: the stream ended before the completion started", provider=self.provider, code="stream_truncated"
-        )
-
-    def _too_large(self, too_large: BodyTooLarge) -> ResponseTooLarge:
-        return ResponseTooLarge(
-            f"{too_large} (max_response_bytes={too_large.limit:,}); "
-            "raise imp.lm(..., max_response_bytes=...) for longer replies",
-            status=200,
-            provider=self.provider,
-            limit=too_large.limit,
-        )
 
     def _failure(self, failure: HTTPFailure) -> LMError | DeadlineExceeded:
         if _deadline_passed(failure.kind):
@@ -544,7 +551,7 @@ class HTTPLM(LM):
     def dump(self) -> dict[str, object]:
         """A JSON-friendly description to rebuild this client with `imp.lm(**dump)`; never the key."""
         data: dict[str, object] = {"model": self.model_key}
-        if not self._own_service:
+        if not self.own_service:
             data["base_url"] = redact_text(self.base_url, self.secrets)
         if self.prices is not None:
             data["prices"] = self.prices.dump()
@@ -552,7 +559,7 @@ class HTTPLM(LM):
         return data
 
     def __repr__(self) -> str:
-        where = "" if self._own_service else f", base_url={self.base_url!r}"
+        where = "" if self.own_service else f", base_url={self.base_url!r}"
         return redact_text(f"{type(self).__name__}({self.provider}:{self.model}{where})", self.secrets)
 
 
@@ -560,12 +567,6 @@ def _leave(gate: RequestGate | None, ticket: object) -> None:
     """Give a request's slot back to the gate (when there is one)."""
     if gate is not None:
         gate.leave(ticket)
-
-
-def _with_max_retries(policy: RetryPolicy, max_retries: int) -> RetryPolicy:
-    if max_retries < 0:
-        raise ValueError("max_retries must be >= 0")
-    return dataclasses.replace(policy, max_retries=max_retries)
 
 
 def _deadline_passed(kind: str) -> bool:

@@ -67,6 +67,8 @@ class LMResponse:
     request_id: str | None = None
     cache_hit: bool = False
     raw: Any = None
+    answered_by: str | None = None
+    """`"provider:model"` of the member of an `imp.fallback` chain that answered (None: the LM asked)."""
 
 
 @fast_init

@@ -19,17 +19,27 @@ from __future__ import annotations
 import abc
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from imp._redact import redact_text
-from imp.errors import InvalidResponse, LMError, ResponseTooLarge
+from imp.errors import InvalidResponse, LMError, ResponseTooLarge, StreamBroken, UnsupportedOption
 from imp.models._sse import SSEDecoder, SSEEvent, SSELimitExceeded
-from imp.models._transport import HTTPFailure
+from imp.models._transport import BodyTooLarge, HTTPFailure
 from imp.models._wire import wire_arguments
 from imp.models.base import LMResponse, StreamEvent
 
-__all__ = ["Arrived", "EmptyStream", "StreamReader", "StreamState", "as_deltas", "malformed", "read_json"]
+__all__ = [
+    "Arrived",
+    "EmptyStream",
+    "StreamReader",
+    "StreamState",
+    "as_deltas",
+    "empty_stream_error",
+    "malformed",
+    "read_json",
+    "too_large_error",
+]
 
 _MALFORMED = (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError)
 """What reading a well-formed SSE event of the wrong shape raises inside a provider's reader."""
@@ -221,3 +231,39 @@ def as_deltas(response: LMResponse) -> list[StreamEvent]:
         )
     events.append(StreamEvent(kind="final", response=response))
     return events
+
+
+def empty_stream_error(empty: EmptyStream, options: Mapping[str, object], provider: str) -> LMError:
+    """A streamed body that ended before any event. With tools, the server could not stream them
+    (a step down to a request read whole); with none at all, a reply that will not change (never
+    sent again); keep-alives and then nothing, a stream cut short (retried)."""
+    if options.get("tools"):
+        return UnsupportedOption(
+            "the server ended a streamed request with tools before a single event "
+            "(it cannot stream the tool call it chose)",
+            option="stream",
+            status=200,
+            provider=provider,
+            code="empty_stream",
+        )
+    if empty.received == 0:
+        return InvalidResponse(
+            "the server answered 200 with an empty stream, which sending again will not change",
+            status=200,
+            provider=provider,
+            code="empty_stream",
+        )
+    return StreamBroken(
+        f"{empty}: the stream ended before the completion started", provider=provider, code="stream_truncated"
+    )
+
+
+def too_large_error(too_large: BodyTooLarge, provider: str) -> ResponseTooLarge:
+    """The `imp.ResponseTooLarge` for a reply (or one stream event) over `max_response_bytes`."""
+    return ResponseTooLarge(
+        f"{too_large} (max_response_bytes={too_large.limit:,}); "
+        "raise imp.lm(..., max_response_bytes=...) for longer replies",
+        status=200,
+        provider=provider,
+        limit=too_large.limit,
+    )

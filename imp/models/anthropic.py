@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from imp.errors import InvalidResponse, StreamBroken
 from imp.models._anthropic_cache import EXTENDED_TTL_BETA, check_prompt_cache, mark_breakpoints
 from imp.models._anthropic_content import AnthropicContent
+from imp.models._counting import count_anthropic
 from imp.models._http import HTTPLM, StreamState
 from imp.models._options import AnthropicOptions, Options
 from imp.models._sse import SSEEvent
+from imp.models._tokens import TokenCount
 from imp.models._wire import JSONObject, finish_reason, parse_arguments, tool_choice_mode, tool_choice_name
 from imp.models.base import LMCapabilities, LMResponse, StreamEvent
 from imp.models.errors import error_from_payload
@@ -43,6 +45,13 @@ class AnthropicLM(HTTPLM):
     options_type = AnthropicOptions
     unsupported_options = frozenset({"seed"})
     capabilities = LMCapabilities(tool_calling=True, named_tool_choice=True, response_format="none")
+    default_max_tokens = DEFAULT_MAX_TOKENS
+    counts_exactly = True
+
+    async def count_tokens(self, messages: Sequence[Message], **options: Unpack[Options]) -> TokenCount:
+        """Anthropic's counting endpoint (`POST /v1/messages/count_tokens`): the system prompt, tools and
+        media counted as the request would be; an estimate when it does not answer."""
+        return await count_anthropic(self, messages, self._merged(options))
 
     @property
     def url(self) -> str:

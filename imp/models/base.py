@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Unpack
 
 from imp.models._response import LMCapabilities, LMResponse, ResponseFormatSupport, StreamEvent
+from imp.models._tokens import TokenCount, estimate
 from imp.records import Message, Usage
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ __all__ = [
     "Message",
     "ResponseFormatSupport",
     "StreamEvent",
+    "TokenCount",
     "Usage",
 ]
 
@@ -38,6 +40,11 @@ class LM(abc.ABC):
     capabilities: LMCapabilities = LMCapabilities()
     defaults: Mapping[str, Any] = MappingProxyType({})
     """Request options the client sends unless a request gives its own (`imp.lm(..., temperature=0.2)`)."""
+    context_window: int | None = None
+    """The most tokens a request (prompt and `max_tokens`) may hold, where known: a request that cannot
+    fit is refused before it is sent (`imp.ContextWindowExceeded`)."""
+    counts_exactly: bool = False
+    """Whether `count_tokens` asks the provider or the server's tokenizer (else it estimates)."""
 
     @abc.abstractmethod
     async def request(self, messages: Sequence[Message], **options: Unpack[Options]) -> LMResponse:
@@ -56,6 +63,15 @@ class LM(abc.ABC):
         for index, call in enumerate(response.tool_calls):
             yield StreamEvent(kind="tool_call", index=index, tool_name=call.name, tool_call_id=call.id)
         yield StreamEvent(kind="final", response=response)
+
+    async def count_tokens(self, messages: Sequence[Message], **options: Unpack[Options]) -> TokenCount:
+        """The input tokens these messages (with these options' tools) would take, without sending them.
+
+        The default estimates from the text (`method="estimate"`, `exact=False`); a client whose
+        provider counts (Anthropic's counting endpoint) or whose server tokenizes (llama.cpp's
+        `/tokenize`) asks it instead.
+        """
+        return estimate(messages, options)
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release connections; the default holds none."""

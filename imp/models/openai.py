@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from imp.errors import InvalidResponse, LMError, StreamBroken
+from imp.models._counting import TokenizerKind, count_local_server
 from imp.models._http import HTTPLM, StreamState
 from imp.models._openai_content import ChatContent
 from imp.models._options import Options
 from imp.models._sse import SSEEvent
+from imp.models._tokens import TokenCount, estimate
 from imp.models._wire import (
     JSONObject,
     finish_reason,
@@ -50,10 +52,27 @@ class OpenAILM(HTTPLM):
     capabilities = LMCapabilities(tool_calling=True, named_tool_choice=True, response_format="json_schema")
     # Local and hosted OpenAI-compatible servers refuse different subsets of these.
     step_down_options = frozenset({"response_format", "tool_choice", "parallel_tool_calls", "stream_options"})
+    tokenizer_kind: TokenizerKind | None = None
+    """Which tokenizer endpoint the server showed it has (None: not asked yet; see `count_tokens`)."""
 
     @property
     def url(self) -> str:
         return f"{self.base_url}/chat/completions"
+
+    @property
+    def counts_exactly(self) -> bool:  # type: ignore[override]  # a property over the protocol's flag
+        """A local server may tokenize (llama.cpp's does, exactly); OpenAI's own service has no counting endpoint."""
+        return not self.own_service and self.tokenizer_kind in (None, "llama.cpp")
+
+    async def count_tokens(self, messages: Sequence[Message], **options: Unpack[Options]) -> TokenCount:
+        """The server's tokenizer on a local server (llama.cpp's `/tokenize`, exact; llama-cpp-python's
+        `/extras/tokenize/count`, the template estimated); an estimate for OpenAI's own service."""
+        if self.own_service or self.tokenizer_kind == "none":
+            return estimate(messages, options)
+        counted, self.tokenizer_kind = await count_local_server(
+            self, messages, self._merged(options), self.tokenizer_kind
+        )
+        return counted
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,7 +18,7 @@ from imp.runtime.deadline import time_left
 if TYPE_CHECKING:
     from tenacity import RetryCallState
 
-__all__ = ["RetryPolicy", "call_with_retries", "retry_wait"]
+__all__ = ["RetryPolicy", "call_with_retries", "longest_wait", "retry_wait", "with_max_retries"]
 
 OnRetry = Callable[[int, LMError, float], None]
 """Told before each wait: the attempt that failed (1-based), its error and the seconds to wait."""
@@ -39,9 +42,31 @@ class RetryPolicy:
         return max(0.0, base * random.uniform(1.0 - self.jitter, 1.0 + self.jitter))
 
 
+def with_max_retries(policy: RetryPolicy, max_retries: int) -> RetryPolicy:
+    """`policy` with `max_retries` retries (a client's `max_retries=` setting, or a call's option)."""
+    if max_retries < 0:
+        raise ValueError("max_retries must be >= 0")
+    return dataclasses.replace(policy, max_retries=max_retries)
+
+
+_longest: ContextVar[float | None] = ContextVar("imp_longest_retry_wait", default=None)
+
+
+@contextmanager
+def longest_wait(seconds: float) -> Iterator[None]:
+    """Inside, a retry that would wait longer than `seconds` is not made: the failure is raised at once
+    (a fallback chain moves to its next member instead of sitting out a long Retry-After)."""
+    token = _longest.set(seconds)
+    try:
+        yield
+    finally:
+        _longest.reset(token)
+
+
 def retry_wait(policy: RetryPolicy, attempt: int, error: LMError) -> float | None:
     """Seconds to wait before the next attempt, or None when the next attempt should not happen
-    (attempts used up, not retryable, the hint too long, or the deadline would pass)."""
+    (attempts used up, not retryable, the hint too long, the deadline would pass, or the wait is
+    longer than the `longest_wait` in force)."""
     if not error.retryable or attempt > policy.max_retries:
         return None
     hint = error.retry_after
@@ -50,6 +75,9 @@ def retry_wait(policy: RetryPolicy, attempt: int, error: LMError) -> float | Non
     wait = hint if hint is not None else policy.backoff(attempt)
     left = time_left()
     if left is not None and wait >= left:
+        return None
+    longest = _longest.get()
+    if longest is not None and wait > longest:
         return None
     return wait
 

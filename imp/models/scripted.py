@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from imp.errors import LMError
+from imp.models._guard import reserve_for, settle_failure
+from imp.models._prices import Prices, as_prices, priced
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, ResponseFormatSupport, Usage
 from imp.records import ToolCall
+from imp.runtime.budget import Reservation, open_budgets, settle
 from imp.runtime.usage import record_usage
 
 __all__ = ["ScriptedLM", "ScriptedRequest", "StaticLM", "Step", "to_response"]
@@ -67,13 +71,29 @@ def to_response(step: Step, *, request_number: int = 1, model: str = "scripted")
 class _RecordingLM(LM):
     provider = "scripted"
 
-    def __init__(self, *, model: str, response_format: ResponseFormatSupport, tool_calling: bool) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        response_format: ResponseFormatSupport,
+        tool_calling: bool,
+        prices: Prices | Mapping[str, float] | None = None,
+    ) -> None:
         self.model = model
         self.capabilities = LMCapabilities(tool_calling=tool_calling, response_format=response_format)
         self.requests: list[ScriptedRequest] = []
+        self.prices = as_prices(prices)
+        """Dollars per million tokens, to price the usage a scripted step reports (a budget's `usd`)."""
 
-    def _counted(self, response: LMResponse) -> LMResponse:
+    def _reserve(self, messages: Sequence[Message], options: Mapping[str, Any]) -> Reservation | None:
+        """Hold the request's worst case in the open budgets, as imp's HTTP clients do."""
+        return reserve_for(self, messages, options, default_output=None)[0] if open_budgets.get() else None
+
+    def _counted(self, response: LMResponse, reservation: Reservation | None = None) -> LMResponse:
+        if self.prices is not None and response.usage.cost is None:
+            response = dataclasses.replace(response, usage=priced(response.usage, self.prices))
         record_usage(f"{self.provider}:{self.model}", response.usage)
+        settle(reservation, response.usage, reported=True)  # a scripted step's usage is what it says
         return response
 
     def _record(self, messages: Sequence[Message], options: Mapping[str, Any]) -> int:
@@ -96,8 +116,9 @@ class ScriptedLM(_RecordingLM):
         response_format: ResponseFormatSupport = "none",
         tool_calling: bool = True,
         exhausted: Step | None = None,
+        prices: Prices | Mapping[str, float] | None = None,
     ) -> None:
-        super().__init__(model=model, response_format=response_format, tool_calling=tool_calling)
+        super().__init__(model=model, response_format=response_format, tool_calling=tool_calling, prices=prices)
         self._steps = list(steps)
         self._next = 0
         self._exhausted = exhausted
@@ -108,6 +129,7 @@ class ScriptedLM(_RecordingLM):
         return len(self._steps) - self._next
 
     async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:
+        reservation = self._reserve(messages, options)
         number = self._record(messages, options)
         if self._next < len(self._steps):
             step = self._steps[self._next]
@@ -115,8 +137,14 @@ class ScriptedLM(_RecordingLM):
         elif self._exhausted is not None:
             step = self._exhausted
         else:
+            settle_failure(reservation, LMError("out of steps", provider="scripted"))
             raise LMError(f"ScriptedLM ran out of steps after {len(self._steps)}", provider="scripted")
-        return self._counted(to_response(step, request_number=number, model=self.model))
+        try:
+            response = to_response(step, request_number=number, model=self.model)
+        except BaseException as error:
+            settle_failure(reservation, error)
+            raise
+        return self._counted(response, reservation)
 
 
 Handler = Callable[[list[Message], dict[str, Any]], Step | Awaitable[Step]]
@@ -132,13 +160,20 @@ class StaticLM(_RecordingLM):
         model: str = "static",
         response_format: ResponseFormatSupport = "none",
         tool_calling: bool = True,
+        prices: Prices | Mapping[str, float] | None = None,
     ) -> None:
-        super().__init__(model=model, response_format=response_format, tool_calling=tool_calling)
+        super().__init__(model=model, response_format=response_format, tool_calling=tool_calling, prices=prices)
         self._handler = handler
 
     async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:
+        reservation = self._reserve(messages, options)
         number = self._record(messages, options)
-        step = self._handler(list(messages), dict(options))
-        if inspect.isawaitable(step):
-            step = await step
-        return self._counted(to_response(step, request_number=number, model=self.model))
+        try:
+            step = self._handler(list(messages), dict(options))
+            if inspect.isawaitable(step):
+                step = await step
+            response = to_response(step, request_number=number, model=self.model)
+        except BaseException as error:
+            settle_failure(reservation, error)
+            raise
+        return self._counted(response, reservation)

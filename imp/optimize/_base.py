@@ -13,6 +13,7 @@ from imp.optimize._result import OptimizationResult
 from imp.prediction import Example
 from imp.programs._parameters import Optimized, set_optimized
 from imp.programs.base import Program
+from imp.runtime.budget import Budget
 from imp.runtime.sync import run_sync
 
 __all__ = ["OptimizationError", "Optimizer", "check_positive", "mark"]
@@ -51,15 +52,26 @@ class Optimizer(abc.ABC):
 
     @abc.abstractmethod
     async def compile(
-        self, program: Program, *, trainset: Iterable[Example], valset: Iterable[Example] | None = None
+        self,
+        program: Program,
+        *,
+        trainset: Iterable[Example],
+        valset: Iterable[Example] | None = None,
+        budget: Budget | None = None,
     ) -> Program:
-        """A new, optimized program (the given one is not changed)."""
+        """A new, optimized program (the given one is not changed); under `budget=imp.Budget(...)` no
+        request of the optimization passes its limits (`imp.BudgetExceeded`)."""
 
     def compile_sync(
-        self, program: Program, *, trainset: Iterable[Example], valset: Iterable[Example] | None = None
+        self,
+        program: Program,
+        *,
+        trainset: Iterable[Example],
+        valset: Iterable[Example] | None = None,
+        budget: Budget | None = None,
     ) -> Program:
         """`compile` for scripts and notebooks (runs its own event loop)."""
-        return run_sync(functools.partial(self.compile, program, trainset=trainset, valset=valset))
+        return run_sync(functools.partial(self.compile, program, trainset=trainset, valset=valset, budget=budget))
 
     @staticmethod
     def examples(given: Iterable[Example] | None, name: str, *, required: bool = True) -> list[Example]:

@@ -13,6 +13,7 @@ from imp.optimize._result import Candidate, OptimizationResult
 from imp.optimize._scoring import Row, Runner
 from imp.prediction import Example
 from imp.programs.base import Program
+from imp.runtime.budget import Budget, budget_scope
 
 __all__ = ["BootstrapFewShot", "LabeledFewShot"]
 
@@ -27,9 +28,17 @@ class LabeledFewShot(Optimizer):
         self.k, self.sample, self.seed = k, sample, seed
 
     async def compile(
-        self, program: Program, *, trainset: Iterable[Example], valset: Iterable[Example] | None = None
+        self,
+        program: Program,
+        *,
+        trainset: Iterable[Example],
+        valset: Iterable[Example] | None = None,
+        budget: Budget | None = None,
     ) -> Program:
         """Every predictor that shows demos gets `k` examples of the trainset (all their fields)."""
+        if budget is not None:
+            with budget_scope(budget):
+                return await self.compile(program, trainset=trainset, valset=valset)
         self.check_program(program)
         examples = self.examples(trainset, "trainset")
         rng = random.Random(self.seed)
@@ -94,10 +103,18 @@ class BootstrapFewShot(Optimizer):
         return row.score >= self.metric_threshold
 
     async def compile(
-        self, program: Program, *, trainset: Iterable[Example], valset: Iterable[Example] | None = None
+        self,
+        program: Program,
+        *,
+        trainset: Iterable[Example],
+        valset: Iterable[Example] | None = None,
+        budget: Budget | None = None,
     ) -> Program:
         """Run the teacher over the trainset at once; keep passing runs (intermediate outputs such as
         `reasoning` included) as demos, later rounds at temperature 1.0 past the cache; fill up with labelled ones."""
+        if budget is not None:
+            with budget_scope(budget):
+                return await self.compile(program, trainset=trainset, valset=valset)
         self.check_program(program)
         examples = self.examples(trainset, "trainset")
         teacher = self.teacher or program

@@ -25,6 +25,8 @@ from imp.optimize._scoring import Budget, Runner
 from imp.optimize._state import State
 from imp.prediction import Example
 from imp.programs.base import Program
+from imp.runtime.budget import Budget as RunBudget
+from imp.runtime.budget import BudgetExceeded, budget_scope
 from imp.runtime.deadline import time_left
 from imp.runtime.journal import Journal
 from imp.runtime.logging import get_logger, logs_enabled
@@ -87,13 +89,20 @@ class GEPA(Optimizer):
         valset: Iterable[Example] | None = None,
         run_id: str | None = None,
         journal: Journal | None = None,
+        budget: RunBudget | None = None,
     ) -> Program:
         """Evolve the program's instructions; returns the best candidate on the valset (the trainset if none).
 
         With `run_id` and a `journal` (or `imp.configure(journal=...)`) the optimization is a journaled
         run: called again after a crash, every LM exchange it recorded (the student's and the
-        reflection LM's) is answered from the journal, and the run goes on live from there.
+        reflection LM's) is answered from the journal, and the run goes on live from there. Under
+        `budget=imp.Budget(...)` (the student's and the reflection LM's requests alike) the optimization
+        stops when the budget refuses a request, and returns the best candidate so far
+        (`result.stop_reason == "budget_exceeded"`).
         """
+        if budget is not None:
+            with budget_scope(budget):
+                return await self.compile(program, trainset=trainset, valset=valset, run_id=run_id, journal=journal)
         self.check_program(program)
         train = self.examples(trainset, "trainset")
         val = self.examples(valset, "valset", required=False) or train
@@ -134,6 +143,10 @@ class GEPA(Optimizer):
                 await self._loop(program, train, val, runner, result, names)
             except DeadlineExceeded:
                 result.stop_reason = "deadline"
+            except BudgetExceeded:
+                if not result.candidates:
+                    raise
+                result.stop_reason = "budget_exceeded"
             finally:
                 result.metric_calls = budget.metric_calls
                 result.student_usage, result.reflection_usage = budget.student_usage, budget.reflection_usage

@@ -12,7 +12,9 @@ from imp.records import NO_USAGE, Usage
 
 __all__ = ["Candidate", "OptimizationResult", "Origin", "StopReason"]
 
-StopReason = Literal["budget", "reflection_budget", "timeout", "deadline", "cancelled", "no_improvement", "done"]
+StopReason = Literal[
+    "budget", "reflection_budget", "budget_exceeded", "timeout", "deadline", "cancelled", "no_improvement", "done"
+]
 
 
 type Origin = Literal["seed", "reflection", "merge", "fewshot"]

@@ -20,6 +20,7 @@ from imp.optimize._scoring import Row, Runner
 from imp.prediction import Example
 from imp.programs.base import Program
 from imp.records import NO_USAGE, Usage
+from imp.runtime.budget import BudgetExceeded
 from imp.runtime.deadline import self_ending, time_left
 from imp.runtime.journal import current_journal_scope, journal_position
 
@@ -232,6 +233,8 @@ async def _run(ctx: Proposals, ledger: Ledger, slot: int, out: Outcome, scope: a
             await _reflect(ctx, ledger, slot, out, out.plan)
     except DeadlineExceeded:
         out.ending, out.stop = "stopped", "deadline"
+    except BudgetExceeded:  # the run's imp.Budget refused a request: no proposal can go on
+        out.ending, out.stop = "stopped", "budget_exceeded"
     except Exception as exc:  # raised when the round is folded, in order, as a run one at a time would
         out.ending, out.error = "failed", exc
     finally:

@@ -14,6 +14,7 @@ from imp.prediction import Example, Prediction
 from imp.programs._parameters import TraceEntry, tracing
 from imp.programs.base import Program, call
 from imp.records import NO_USAGE, Usage
+from imp.runtime.budget import BudgetExceeded
 from imp.runtime.deadline import time_left
 from imp.runtime.journal import journal_position
 from imp.runtime.usage import track_usage
@@ -129,4 +130,7 @@ class Runner:
         # Calls the caller's deadline cut short are not failed examples: the optimization stops there
         # (`imp.DeadlineExceeded`) rather than go on to build a program from what the deadline cut.
         raise_if_cut_by_deadline([r.error for r in done])
+        for row in done:  # a refused request is not a failed example: the optimization stops there
+            if isinstance(row.error, BudgetExceeded):
+                raise row.error
         return done

@@ -21,6 +21,7 @@ from imp.programs._parameters import (
     sub_programs,
 )
 from imp.programs.rendered import RenderedRequest, render
+from imp.runtime.budget import Budget, budget_scope
 from imp.runtime.deadline import time_left
 from imp.runtime.events import RunCancelled, RunFailed, RunFinished, RunStarted
 from imp.runtime.journal import Journal, SessionStore, current_journal_scope
@@ -161,6 +162,7 @@ async def call(
     sessions: SessionStore | None = None,
     resume: object = None,
     decisions: Mapping[str, object] | None = None,
+    budget: Budget | None = None,
     **fields: Any,
 ) -> Prediction:
     """Run a program on inputs (a mapping, keyword fields, or both) and return its Prediction.
@@ -168,14 +170,32 @@ async def call(
     `authorize(request)` is asked before each tool call (`imp.Allow()`, `imp.Deny(reason)`,
     `imp.Cancel(reason)`, `imp.Defer(reason)`); `on_event(event)` receives the run's ordered,
     redacted events. `resume=pending, decisions={call_id: ...}` continues a turn that paused
-    awaiting approval (`prediction.metadata.pending`), in this process or another.
+    awaiting approval (`prediction.metadata.pending`), in this process or another; a journaled run
+    that paused resumes by its id alone (`run_id=..., decisions={...}`), its pending turn kept in
+    the journal.
     Under `imp.deadline`, a `predict` that does not finish in time raises `imp.DeadlineExceeded`;
     a `react` turn returns what it has, incomplete. With `run_id` and a `journal`
     (`imp.SQLiteJournal`, or `imp.configure(journal=...)`) the run's LM exchanges and tool calls are
     recorded, and a second call with the same run id replays them (docs/durable.md). With
     `session_id` and `sessions` (`imp.SQLiteSessions`) the program's history input is the session's,
-    and the new turn is added to it.
+    and the new turn is added to it. Under `budget=imp.Budget(...)` no request or tool call that would
+    pass one of its limits is made (`imp.BudgetExceeded`); nested calls share it (docs/cost.md).
     """
+    if budget is not None:
+        with budget_scope(budget):
+            return await call(
+                program,
+                inputs,
+                authorize=authorize,
+                on_event=on_event,
+                run_id=run_id,
+                journal=journal,
+                session_id=session_id,
+                sessions=sessions,
+                resume=resume,
+                decisions=decisions,
+                **fields,
+            )
     if not isinstance(program, Program):
         raise TypeError(
             f"imp.call runs an imp program (predict, chain_of_thought, react), got {type(program).__name__}"
@@ -231,15 +251,23 @@ async def _durable_call(
     async def run_turn(given: dict[str, Any]) -> Prediction:
         if journal is None or run_id is None:
             return await _call(program, given, authorize, on_event, options)
-        result = await journal.run(
-            run_id, type(program).__name__, given, lambda: _call(program, given, authorize, on_event, options)
-        )
+        if options:  # a paused run resumed: by its run id, or from the pending turn given
+            decisions = options["decisions"]
+
+            async def resumed(pending: object) -> Prediction:
+                return await _call(program, given, authorize, on_event, {"resume": pending, "decisions": decisions})
+
+            result = await journal.resume(run_id, type(program).__name__, options["resume"], decisions, resumed)
+        else:
+            result = await journal.run(
+                run_id, type(program).__name__, given, lambda: _call(program, given, authorize, on_event, options)
+            )
         if not isinstance(result, Prediction):
             raise TypeError(f"{journal!r} returned {type(result).__name__} for a call, not a Prediction")
         return result
 
     if sessions is not None and session_id is not None:
-        return await sessions.run(session_id, program, inputs, run_turn)
+        return await sessions.run(session_id, program, inputs, run_turn, resumed=bool(options))
     return await run_turn(inputs)
 
 

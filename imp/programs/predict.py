@@ -498,6 +498,7 @@ class Predict(Program):
             adapter=used.name,
             json_fallback=fell_back,
             lm_calls=2 if fell_back else 1,
+            model=response.answered_by,
         )
         if open_trace() is not None:  # an optimizer is tracing this run
             trace_call(self, values, fields)

@@ -34,6 +34,7 @@ from imp.programs.base import Program
 from imp.programs.pending import Pending, check_call_options, pause, resolve_decisions, restore_inputs
 from imp.programs.predict import ChainOfThought, Predict, check_options, prepare_inputs
 from imp.records import plain
+from imp.runtime.budget import reserve_tool_calls
 from imp.runtime.events import ContextProjected, ModelRequest, ModelResponse, Reasoning
 from imp.runtime.run import current_run, emit
 from imp.runtime.usage import track_usage
@@ -272,7 +273,10 @@ class ReActTrajectory(ToolLoop, Program):
         decisions = call_options.pop("decisions", None)
         check_call_options("imp.react_trajectory", call_options)
         if resume is None and decisions is not None:
-            raise TypeError("decisions= goes with resume=pending (the pending turn they decide)")
+            raise TypeError(
+                "decisions= goes with resume=pending (the pending turn they decide), or with the run_id= and "
+                "journal= of a journaled run that paused"
+            )
         values = dict(inputs)
         if resume is not None:
             values = self._resumed_inputs(values, resume)
@@ -345,6 +349,7 @@ class ReActTrajectory(ToolLoop, Program):
         ):
             raise ResumeError("the pending trajectory's newest step does not hold the call waiting for a decision")
         resolution = resolve_decisions(pending, decisions, self.roster)
+        reserve_tool_calls(len(resolution.run))  # the resuming call's budget governs what it runs
         pending.claim()
         result = resolution.given.get(waiting.id)
         if result is None:
@@ -379,6 +384,8 @@ class ReActTrajectory(ToolLoop, Program):
             step = TrajectoryStep(thought, name, args)
             turn.steps.append(step)
             call = ToolCall(f"call_{index + 1}", name, args)
+            if name != FINISH:  # the loop's own `finish` is free; a tool call is reserved before it runs
+                reserve_tool_calls(1)
             (result,) = await run_tool_calls(
                 [call],
                 roster,

@@ -117,7 +117,9 @@ def _document(program: Program, options: RunOptions, where: str) -> JSONObject:
     if not isinstance(program, Program):
         raise TypeError(f"{where} runs an imp program, got {type(program).__name__}")
     document = dump_program(program, registry=options.registry, include_lm=options.lm_factory is None)
-    load_program(document, registry=options.registry)  # a missing registry name fails here, not on a worker
+    # A missing registry name fails here, not on a worker. The endpoint is trusted: this document is
+    # the caller's own program, made here and carried by their cluster, not a file someone handed them.
+    load_program(document, registry=options.registry, trust_endpoint=True)
     return document
 
 

@@ -49,7 +49,8 @@ class Worker:
         timeout: float | None,
     ) -> None:
         self._lm = lm_factory() if lm_factory is not None else None
-        self._program: Program = load_program(document, registry=registry, lm=self._lm)
+        # the driver's own program (`_api._document`), so its endpoint is the caller's choice
+        self._program: Program = load_program(document, registry=registry, lm=self._lm, trust_endpoint=True)
         self._gate = WorkerGate(hub, worker_id, limits)
         self._hub = hub
         self._concurrency = concurrency

@@ -40,6 +40,19 @@ class Journal(Protocol):
         recorded steps answered from the journal, the others run and recorded."""
         ...
 
+    async def resume(
+        self,
+        run_id: str,
+        program: str,
+        pending: object,
+        decisions: object,
+        body: Callable[[Any], Awaitable[Any]],
+    ) -> Any:
+        """Resume the run `run_id`, paused awaiting approval, with `decisions`: `body(pending_turn)` runs
+        the program on from the run's kept pending turn (or `pending`, the `imp.Pending` given, checked
+        to be it), its steps recorded as the run's next segment; the same decisions again replay it."""
+        ...
+
 
 class SessionStore(Protocol):
     """Where conversations are kept by id (`imp.SQLiteSessions`): `imp.call` hands it the turn."""
@@ -50,9 +63,12 @@ class SessionStore(Protocol):
         program: Any,
         inputs: dict[str, Any],
         turn: Callable[[dict[str, Any]], Awaitable[Prediction]],
+        *,
+        resumed: bool = False,
     ) -> Prediction:
         """Run one turn of the session: `turn(inputs)` with the session's history as the program's
-        history input, then keep the history with the new turn added."""
+        history input, then keep the history with the new turn added. A `resumed` turn (one that
+        paused awaiting approval) holds its history already: it is run as it is, and kept as it ends."""
         ...
 
 

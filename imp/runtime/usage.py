@@ -6,6 +6,7 @@ import threading
 from contextvars import ContextVar
 
 from imp.records import Usage
+from imp.runtime.budget import charge
 
 __all__ = [
     "UsageAccumulator",
@@ -123,9 +124,11 @@ def records_in(accumulator: UsageAccumulator | None) -> int:
 
 
 def record_unrecorded_since(accumulator: UsageAccumulator | None, seen: int, model: str, usage: Usage) -> None:
-    """`record_unrecorded` for a mark taken as `innermost_accumulator()` and `records_in(...)`."""
+    """`record_unrecorded` for a mark taken as `innermost_accumulator()` and `records_in(...)`; the
+    usage is charged to the open budgets too (the LM recorded nothing, so it reserved nothing)."""
     if accumulator is not None and accumulator._records == seen:
         record_usage(model, usage)
+        charge(usage)
 
 
 def record_unrecorded(mark: UsageMark, model: str, usage: Usage) -> None:
@@ -138,6 +141,7 @@ def record_unrecorded(mark: UsageMark, model: str, usage: Usage) -> None:
     """
     if mark is not None and mark[0]._records == mark[1]:
         record_usage(model, usage)
+        charge(usage)
 
 
 def track_usage() -> UsageAccumulator:

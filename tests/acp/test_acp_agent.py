@@ -159,3 +159,38 @@ async def test_a_reply_cut_at_max_tokens_stops_with_max_tokens() -> None:
     served, _ = agent(lambda ctx: imp.predict("question -> answer", lm=cut, json_fallback=False))
     session = (await served.new_session(cwd=str(HERE))).session_id
     assert (await served.prompt(session, [acp.text_block("x")])).stop_reason == "max_tokens"
+
+
+class DraftAndReview(imp.Program):
+    """Two predictors that both write `answer`: the review's is the prompt's answer."""
+
+    def __init__(self, lm: imp.LM) -> None:
+        self.draft = imp.predict("question -> answer", lm=lm)
+        self.review = imp.predict("question, draft -> answer", lm=lm)
+        self.signature = imp.signature("question -> answer")
+
+    async def acall(self, inputs: dict[str, Any], **options: Any) -> imp.Prediction:
+        draft = await imp.call(self.draft, question=inputs["question"])
+        return await imp.call(self.review, question=inputs["question"], draft=draft.answer)
+
+
+def _texts(conn: FakeConn, kind: str) -> str:
+    return "".join(u.content.text for u in conn.updates if getattr(u, "session_update", None) == kind)
+
+
+async def test_a_composite_whose_predictors_share_the_answer_sends_the_final_answer_once() -> None:
+    lm = imp.ScriptedLM(["[[ ## answer ## ]]\nfirst try", "[[ ## answer ## ]]\nreviewed answer"])
+    served, conn = agent(lambda ctx: DraftAndReview(lm))
+    session = (await served.new_session(cwd=str(HERE))).session_id
+    assert (await served.prompt(session, [acp.text_block("why?")])).stop_reason == "end_turn"
+    assert _texts(conn, "agent_message_chunk") == "reviewed answer"
+    assert "first try" in _texts(conn, "agent_thought_chunk")
+
+
+async def test_a_single_predictor_streams_its_answer_as_the_message() -> None:
+    lm = imp.ScriptedLM(["[[ ## answer ## ]]\nthe answer"])
+    served, conn = agent(lambda ctx: imp.predict("question -> answer", lm=lm))
+    session = (await served.new_session(cwd=str(HERE))).session_id
+    await served.prompt(session, [acp.text_block("why?")])
+    assert _texts(conn, "agent_message_chunk") == "the answer"
+    assert _texts(conn, "agent_thought_chunk") == ""

@@ -15,6 +15,8 @@ ROUNDS = 3
 """Steps of tool calls a `react` model makes before it answers."""
 CALLS = 3
 """Tool calls in each of those steps (they run concurrently)."""
+APPROVAL_ROUNDS = 2
+"""Steps of the `approve` model, each pausing on a refund that needs approval."""
 
 
 def digest(text: str) -> str:
@@ -24,9 +26,35 @@ def digest(text: str) -> str:
 def answer(body: dict[str, Any]) -> dict[str, Any]:
     """The reply to one chat-completions request, a function of the request alone."""
     model = str(body.get("model", ""))
+    message: dict[str, Any]
     messages = body.get("messages", [])
     first_user = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
-    if model == "react":
+    if model == "approve":  # two steps of two lookups and a refund that waits for approval, then the answer
+        rounds = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
+        if rounds < APPROVAL_ROUNDS:
+            seed = digest(first_user)
+            calls = [
+                {
+                    "id": f"call_{rounds}_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": "refund" if i == 2 else "lookup",
+                        "arguments": json.dumps(
+                            {"order": f"{seed}-{rounds}", "amount": 40 + rounds}
+                            if i == 2
+                            else {"order": f"{seed}-{rounds}-{i}"}
+                        ),
+                    },
+                }
+                for i in range(3)
+            ]
+            message = {"role": "assistant", "content": None, "tool_calls": calls}
+            reason = "tool_calls"
+        else:
+            results = [str(m.get("content")) for m in messages if m.get("role") == "tool"]
+            message = {"role": "assistant", "content": "done " + digest("|".join(results))}
+            reason = "stop"
+    elif model == "react":
         rounds = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
         if rounds < ROUNDS:
             seed = digest(first_user)
@@ -38,7 +66,7 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
                 }
                 for i in range(CALLS)
             ]
-            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
+            message = {"role": "assistant", "content": None, "tool_calls": calls}
             reason = "tool_calls"
         else:
             results = [str(m.get("content")) for m in messages if m.get("role") == "tool"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,8 @@ import imp
 import imp.durable.dbos as imp_dbos
 
 POSTGRES = os.environ.get("IMP_DBOS_POSTGRES")
+SESSION = uuid.uuid4().hex[:8]
+"""Run ids differ between test sessions: a Postgres kept between them keeps their workflows."""
 SECRET = "sk-proj-" + "Qw3rTy12" * 6
 
 
@@ -73,7 +76,7 @@ SCRIPT = [
 async def test_a_run_is_a_workflow_of_steps_and_a_finished_one_replays(dbos: Any, tmp_path: Any) -> None:
     counter = Counter()
     journal = imp_dbos.DBOSJournal()
-    run_id = f"dbos-{tmp_path.name}"
+    run_id = f"dbos-{tmp_path.name}-{SESSION}"
     first = await imp.call(agent(counter, SCRIPT), question="where?", run_id=run_id, journal=journal)
     assert first.answer == "All shipped." and len(counter.runs) == 3
     assert all(key is not None and key.startswith(f"{run_id}:") for key in counter.runs)
@@ -103,7 +106,7 @@ async def test_nothing_secret_reaches_dbos_database(dbos: Any, tmp_path: Any) ->
 
     script = [{"tool_calls": [{"name": "login", "arguments": {"user": "u", "password": SECRET}}]}, f"Done: {SECRET}"]
     program = imp.react("question -> answer", tools=[login], lm=imp.ScriptedLM(script))
-    run_id = f"secret-{tmp_path.name}"
+    run_id = f"secret-{tmp_path.name}-{SESSION}"
     await imp.call(program, question="go", run_id=run_id, journal=imp_dbos.DBOSJournal())
     with psycopg.connect(POSTGRES or "") as db:
         rows = db.execute(
@@ -114,3 +117,57 @@ async def test_nothing_secret_reaches_dbos_database(dbos: Any, tmp_path: Any) ->
         ).fetchall()
     assert rows and status
     assert SECRET not in repr(rows) + repr(status)
+
+
+@imp.tool(requires_approval=True)
+def refund(order: str, amount: float) -> str:
+    """Refund part of an order."""
+    REFUNDS.append((order, amount, imp.idempotency_key()))
+    return f"refunded {amount:g} on {order}"
+
+
+REFUNDS: list[tuple[str, float, str | None]] = []
+PAUSING = [
+    {"tool_calls": [{"id": "b", "name": "refund", "arguments": {"order": "o1", "amount": 20}}]},
+    {"tool_calls": [{"id": "c", "name": "refund", "arguments": {"order": "o2", "amount": 30}}]},
+    "Both refunded.",
+]
+
+
+async def test_a_paused_run_resumes_by_its_run_id_as_workflows_of_its_segments(dbos: Any, tmp_path: Any) -> None:
+    journal = imp_dbos.DBOSJournal()
+    run_id = f"pause-{tmp_path.name}-{SESSION}"
+    gated = lambda script: imp.react("ticket -> reply", [refund], lm=imp.ScriptedLM(script))  # noqa: E731
+    paused = await imp.call(gated(PAUSING), ticket="t", run_id=run_id, journal=journal)
+    assert paused.metadata.pending.ids == ("b",) and REFUNDS == []
+    assert (await journal.pending(run_id)).dump() == paused.metadata.pending.dump()
+    edit = {"b": imp.Allow(arguments={"order": "o1", "amount": 10})}
+    again = await imp.call(gated(PAUSING[1:]), run_id=run_id, journal=journal, decisions=edit)
+    assert again.metadata.pending.ids == ("c",) and [("o1", 10.0, f"{run_id}:resume-1/0.0:b")] == REFUNDS
+    done = await imp.call(gated(PAUSING[2:]), run_id=run_id, journal=journal, decisions={"c": imp.Allow()})
+    assert done.reply == "Both refunded." and len(REFUNDS) == 2 and (await journal.pending(run_id)) is None
+    for segment in ("resume-1", "resume-2"):
+        status = await dbos.get_workflow_status_async(f"{run_id}/{segment}")
+        assert status.status == "SUCCESS" and status.name == "imp.run"
+    # The same decisions replay; other ones are refused; the inputs answer the first pause again.
+    replayed = await imp.call(gated([]), run_id=run_id, journal=journal, decisions=edit)
+    assert replayed.metadata.pending.ids == ("c",) and len(REFUNDS) == 2
+    with pytest.raises(imp.JournalMismatch, match="other decisions"):
+        await imp.call(gated([]), run_id=run_id, journal=journal, decisions={"c": imp.Deny("no")})
+    first = await imp.call(gated([]), ticket="t", run_id=run_id, journal=journal)
+    assert first.metadata.pending.ids == ("b",) and len(REFUNDS) == 2
+    with pytest.raises(imp.ResumeError, match="no DBOS workflow"):
+        await imp.call(gated([]), run_id=f"none-{tmp_path.name}-{SESSION}", journal=journal, decisions=edit)
+
+
+async def test_refused_decisions_leave_a_dbos_pause_waiting(dbos: Any, tmp_path: Any) -> None:
+    journal = imp_dbos.DBOSJournal()
+    run_id = f"refused-{tmp_path.name}-{SESSION}"
+    gated = lambda script: imp.react("ticket -> reply", [refund], lm=imp.ScriptedLM(script))  # noqa: E731
+    await imp.call(gated(PAUSING), ticket="t", run_id=run_id, journal=journal)
+    before = len(REFUNDS)
+    with pytest.raises(imp.ResumeError, match="no decision"):
+        await imp.call(gated([]), run_id=run_id, journal=journal, decisions={})
+    assert (await journal.pending(run_id)) is not None and len(REFUNDS) == before
+    done = await imp.call(gated(PAUSING[1:]), run_id=run_id, journal=journal, decisions={"b": imp.Deny("no")})
+    assert done.metadata.pending.ids == ("c",) and len(REFUNDS) == before

@@ -37,6 +37,7 @@ from imp.programs.react._state import (
     TurnState,
 )
 from imp.programs.react._tools import check_outputs
+from imp.runtime.budget import BudgetExceeded, reserve_tool_calls
 from imp.runtime.deadline import self_ending
 from imp.runtime.usage import track_usage
 from imp.settings import settings
@@ -260,11 +261,15 @@ class ReAct(ToolLoop, Program):
         decisions = call_options.pop("decisions", None)
         check_call_options("imp.react", call_options)
         if resume is None and decisions is not None:
-            raise TypeError("decisions= goes with resume=pending (the pending turn they decide)")
+            raise TypeError(
+                "decisions= goes with resume=pending (the pending turn they decide), or with the run_id= and "
+                "journal= of a journaled run that paused"
+            )
         paused: Step | None = None
         if resume is not None:
             spec, state, paused, control = self._resumed(inputs, resume)
             resolution = resolve_decisions(resume, decisions, spec.roster())
+            reserve_tool_calls(len(resolution.run))  # the resuming call's budget governs what it runs
             resume.claim()
         else:
             control = _control_of(inputs, self.signature)
@@ -276,7 +281,7 @@ class ReAct(ToolLoop, Program):
                     ending = await resume_turn(spec, state, paused, resolution)
                 else:
                     ending = await run_turn(spec, state)
-            except (LMError, ReActStepError, ExecutionCancelled, ValidationFailed) as exc:
+            except (LMError, ReActStepError, ExecutionCancelled, ValidationFailed, BudgetExceeded) as exc:
                 exc.history = state.recorded(spec.base)  # what the turn did before the error ended it
                 raise
             finally:

@@ -13,6 +13,7 @@ from imp.history import ToolCall, ToolResult
 from imp.programs._validate import refusal
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, Finish, TurnState
+from imp.runtime.budget import reserve_tool_calls
 from imp.runtime.deadline import time_left
 from imp.runtime.run import current_run
 from imp.signature import Signature
@@ -33,13 +34,15 @@ class Ran:
 async def run_calls(spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], calls: Sequence[ToolCall]) -> Ran:
     """Run the calls under the program's policy, the run's authorization and the deadline.
 
-    If anything but the deadline stops them (a cancellation, `ExecutionCancelled`), the results so
-    far are put on the step recorded for the calls before the exception goes on.
+    If anything but the deadline stops them (a cancellation, `ExecutionCancelled`, a budget that has no
+    tool calls left for them), the results so far are put on the step recorded for the calls before
+    the exception goes on.
     """
     run = current_run()
     results: list[ToolResult] = []
     left = time_left()
     try:
+        reserve_tool_calls(sum(1 for call in calls if call.name != SUBMIT))  # the loop's own `submit` is free
         with anyio.fail_after(left) if left is not None else nullcontext():
             await run_tool_calls(
                 list(calls),

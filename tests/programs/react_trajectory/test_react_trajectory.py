@@ -413,3 +413,13 @@ def test_a_plain_function_is_taken_as_a_tool_and_anything_else_is_refused() -> N
         react_trajectory("ticket -> team", [3])  # type: ignore[list-item]
     with pytest.raises(TypeError, match=r"imp\.react takes imp tools or functions, got str"):
         imp.react("ticket -> team", ["lookup"])  # type: ignore[list-item]
+
+
+async def test_a_budgets_tool_call_limit_counts_its_tools_but_not_finish() -> None:
+    lm = imp.ScriptedLM([step("search", {"query": "a"}), step("finish"), extraction("Paris")])
+    prediction = await ask(program(lm), budget=imp.Budget(tool_calls=1))
+    assert prediction.answer == "Paris" and LOOKUPS == ["a"]
+    lm = imp.ScriptedLM([step("search", {"query": "a"}), step("search", {"query": "b"}), step("finish")])
+    with pytest.raises(imp.BudgetExceeded, match="tool_calls"):
+        await ask(program(lm), budget=imp.Budget(tool_calls=1))
+    assert LOOKUPS == ["a", "a"]
