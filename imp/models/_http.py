@@ -431,6 +431,11 @@ class HTTPLM(LM):
         read whole, or read to its first delta (`stack` closes the stream when the caller is done)."""
         gate = request_gate.get()
         cap = self._cap(options)
+        if gate is not None:  # a shared rate counts starts: a cold client's set-up must not delay a granted start
+            try:
+                self._transport.prepare()
+            except HTTPFailure as failure:
+                raise self._failure(failure) from None
         ticket = None if gate is None else await gate.enter()  # a stream holds its slot until it is closed
         response: Response | None = None
         deltas: AsyncGenerator[StreamEvent] | None = None

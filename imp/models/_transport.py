@@ -302,6 +302,11 @@ class Transport:
             kind = "protocol"
         return HTTPFailure(kind, f"{type(exc).__name__}: {exc}".rstrip(": "), sent=sent)
 
+    def prepare(self) -> None:
+        """Make this event loop's client now, before a request waits for a slot: building one loads the
+        TLS certificates (a few hundred ms), which would otherwise delay a request already let through."""
+        self._get_client()
+
     async def send(self, url: str, content: Body, headers: Mapping[str, str], cap: float | None) -> Response:
         """POST a body and open the response at its headers; the caller closes it (`Response.aclose`)."""
         client = self._get_client()

@@ -32,10 +32,10 @@ __all__ = [
     "PendingCall",
     "PendingProgram",
     "Resolution",
-    "check_call_options",
     "pause",
     "resolve_decisions",
     "restore_inputs",
+    "resume_options",
 ]
 
 PENDING_VERSION = 1
@@ -301,7 +301,16 @@ def restore_inputs(signature: Signature, data: Mapping[str, Any]) -> dict[str, A
     return values
 
 
-def check_call_options(label: str, options: Mapping[str, object]) -> None:
-    """Refuse call options a loop does not take (only `resume` and `decisions` reach it)."""
-    if options:
-        raise TypeError(f"{label} got unknown call option(s) {sorted(options)}; it takes resume= and decisions=")
+def resume_options(label: str, options: Mapping[str, object]) -> tuple[Any, Any]:
+    """A loop's call options as (resume, decisions); anything else, or decisions without a pending
+    turn, is refused (only `resume` and `decisions` reach a loop)."""
+    rest = dict(options)
+    resume, decisions = rest.pop("resume", None), rest.pop("decisions", None)
+    if rest:
+        raise TypeError(f"{label} got unknown call option(s) {sorted(rest)}; it takes resume= and decisions=")
+    if resume is None and decisions is not None:
+        raise TypeError(
+            "decisions= goes with resume=pending (the pending turn they decide), or with the run_id= and "
+            "journal= of a journaled run that paused"
+        )
+    return resume, decisions

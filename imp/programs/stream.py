@@ -6,7 +6,7 @@ import asyncio
 import contextvars
 import math
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from typing import Any
 
 import anyio
@@ -170,7 +170,8 @@ class _Reader:
         # A reader that returned may have handed the stream on; one cancelled or failed has not.
         if task.cancelled() or task.exception() is not None:
             self._run.cancel()
-            self._end()  # a later reader is told so, not left waiting
+            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):  # nobody left to tell
+                self._end()  # a later reader is told so, not left waiting
 
     def follow(self) -> None:
         """Watch the task that reads now (the generator may be handed from one task to another)."""

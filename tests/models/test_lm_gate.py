@@ -77,3 +77,47 @@ async def test_a_failed_request_gives_its_slot_back_and_no_gate_means_no_calls(f
         assert gate.open == 0 and [e[0] for e in gate.log] == ["enter", "leave"]
         await client.request(HI)  # outside the block: the gate is not asked
     assert len(gate.log) == 2
+
+
+async def test_the_client_is_made_before_the_gate_lets_a_request_through(fake: FakeProvider) -> None:
+    # Making a client loads the TLS certificates (a few hundred ms): done after a shared rate limit
+    # granted the start, it delayed the first requests until they reached the server together.
+    import httpx
+
+    fake.add(*fixture_replies("llama_cpp/plain.json"))
+    gate = Recorder()
+
+    def make_client() -> httpx.AsyncClient:
+        gate.log.append(("client", None))
+        return httpx.AsyncClient()
+
+    async with lm("openai:gpt-4o", api_key=SECRET, base_url=fake.base_url, http_client=make_client) as client:
+        token = request_gate.set(gate)
+        try:
+            await client.request(HI)
+        finally:
+            request_gate.reset(token)
+    assert [entry[0] for entry in gate.log] == ["client", "enter", "leave"]
+
+
+def test_a_client_of_another_event_loop_is_refused_before_the_gate_is_asked(fake: FakeProvider) -> None:
+    import httpx
+
+    from imp.errors import LMError
+
+    fake.add(*fixture_replies("llama_cpp/plain.json"), *fixture_replies("llama_cpp/plain.json"))
+    gate = Recorder()
+    own = httpx.AsyncClient()
+    client = lm("openai:gpt-4o", api_key=SECRET, base_url=fake.base_url, http_client=own)
+    anyio.run(client.request, HI)  # keeps a connection of this (now closed) loop alive
+
+    async def gated() -> None:
+        token = request_gate.set(gate)
+        try:
+            await client.request(HI)
+        finally:
+            request_gate.reset(token)
+
+    with pytest.raises(LMError, match="another event loop"):
+        anyio.run(gated)
+    assert gate.log == [] and len(fake.requests) == 1

@@ -20,7 +20,7 @@ from imp.programs._stream_tap import any_tap, entered, streaming_program
 from imp.programs._tool_loop import ToolLoop, check_max_iters
 from imp.programs._validate import retries_of
 from imp.programs.base import Program
-from imp.programs.pending import Pending, check_call_options, pause, resolve_decisions, restore_inputs
+from imp.programs.pending import Pending, pause, resolve_decisions, restore_inputs, resume_options
 from imp.programs.predict import Validator, check_options, check_retry_options, prepare_inputs, resolve_lm
 from imp.programs.react._last import EXTRACT_INSTRUCTIONS
 from imp.programs.react._loop import run_turn
@@ -257,14 +257,7 @@ class ReAct(ToolLoop, Program):
         if tap is not None and not entered(self):  # streamed: its parts are named after this loop
             with streaming_program(tap, self):
                 return await self.acall(inputs, **call_options)
-        resume = call_options.pop("resume", None)
-        decisions = call_options.pop("decisions", None)
-        check_call_options("imp.react", call_options)
-        if resume is None and decisions is not None:
-            raise TypeError(
-                "decisions= goes with resume=pending (the pending turn they decide), or with the run_id= and "
-                "journal= of a journaled run that paused"
-            )
+        resume, decisions = resume_options("imp.react", call_options)
         paused: Step | None = None
         if resume is not None:
             spec, state, paused, control = self._resumed(inputs, resume)
