@@ -1,14 +1,20 @@
-"""The loop itself: each step one request; calls run, text answers or is a thought; an interruption gets a last request."""
+"""The loop itself: each step one request; calls run, text answers or is a thought; an interrupted turn
+gets one last request, whose reply the loop reads, records and acts on here too."""
 
 from __future__ import annotations
 
-from imp.history import Step
+from dataclasses import replace
+
+from imp._redact import redact
+from imp.errors import ReActStepError
+from imp.history import Step, ToolCall
 from imp.prediction import Prediction
 from imp.programs._validate import check, refusal
-from imp.programs.react._last import last_request
+from imp.programs.react._last import extract, last_requests
 from imp.programs.react._request import Failure, ask, error_text
+from imp.programs.react._resume import Resumed, resume_turn
 from imp.programs.react._spec import TurnSpec
-from imp.programs.react._state import Ending, TerminationCause, TurnState
+from imp.programs.react._state import SUBMIT, Ending, TerminationCause, TurnState
 from imp.programs.react._tools import act
 from imp.records import plain
 from imp.runtime.deadline import deadline_passed
@@ -18,9 +24,14 @@ from imp.runtime.run import emit
 __all__ = ["run_turn"]
 
 
-async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
-    """Run a turn from where `state` stands to its ending. Every way out is an `Ending`, or an error
-    no further request could cure (the caller gives it the history so far)."""
+async def run_turn(spec: TurnSpec, state: TurnState, resumed: Resumed | None = None) -> Ending:
+    """Run a turn from where `state` stands to its ending (a paused turn first runs its decided calls).
+    Every way out is an `Ending`, or an error no further request could cure (the caller gives it the
+    history so far)."""
+    if resumed is not None:
+        ending = await resume_turn(spec, state, resumed)
+        if ending is not None:
+            return ending
     rule = spec.rule
     cause: TerminationCause = "max_iters"
     while state.step < spec.max_iters + state.forgiven:
@@ -28,7 +39,7 @@ async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
         if deadline_passed():
             return Ending(cause="deadline_exceeded")
         roster = spec.roster()
-        reading = await ask(spec, state, roster, forced=False)
+        reading = await ask(spec, state, roster)
         if isinstance(reading, Failure):
             if reading.cause in ("context_window_exceeded", "deadline_exceeded"):
                 return Ending(cause=reading.cause)
@@ -86,7 +97,7 @@ async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
     if spec.note:
         state.add(Step(note=spec.note, tool_calls=(), results=()))
     state.step += 1
-    ending = await last_request(spec, state, cause)
+    ending = await _last_request(spec, state, cause)
     if ending.outputs is not None and spec.validate is not None:
         # The turn's requests are spent: a refused last answer leaves the turn incomplete, with the reason.
         reason = await check(spec.validate, Prediction(dict(ending.outputs)))
@@ -94,4 +105,72 @@ async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
             state.refused.append({"outputs": plain(ending.outputs), "reason": reason})
             state.errors.append(f"the answer was not accepted: {reason}")
             return Ending(cause="invalid_answer")
+    return ending
+
+
+async def _last_request(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
+    """The last request (what it sends is `_last.last_requests`'), its reply read, recorded and acted on
+    in one place: the forced `submit`'s `submit` calls run and end the turn; the last text answers, and
+    only `last_request_tools` run. When no `submit` comes, the extractor reads the history."""
+    forcing_submit = spec.rule.kind == "submit"
+    name = spec.rule.text_field
+    roster = spec.roster()
+    requests = last_requests(spec, roster)
+    for request in requests:
+        reading = await ask(spec, state, roster, request)
+        if not (isinstance(reading, Failure) and reading.refuses_named_choice):
+            break
+    if isinstance(reading, Failure):  # incomplete at the deadline or a full window; else raised, or extracted
+        if reading.cause in ("context_window_exceeded", "deadline_exceeded"):
+            return Ending(cause=reading.cause)
+        if reading.ends_turn and reading.error is not None:
+            raise reading.error
+        if request is requests[0]:  # not the `required` that a refused named choice steps down to
+            error = reading.error
+            raise ReActStepError(f"the last request of the turn failed: {error}", history=None, cause=error) from error
+    else:
+        # What the reply writes: its step, and the calls of it that run.
+        text = reading.text
+        if forcing_submit:
+            run = [c for c in reading.calls if c.name == SUBMIT]
+            if run and text:
+                emit(Reasoning(state.step, text, True))
+            step: Step | None = Step(thought=text, tool_calls=tuple(run), results=() if run or text else None)
+        else:
+            state.finish_reason = reading.response.finish_reason
+            if reading.error is not None:
+                state.errors.append(error_text(reading.error))
+                return Ending(cause=cause)
+            run = [c for c in reading.calls if c.name in spec.last_request_tools]
+            state.unexecuted = tuple(
+                ToolCall(c.id, c.name, redact(dict(c.arguments)))
+                for c in reading.calls
+                if c.name not in spec.last_request_tools
+            )
+            step = (
+                Step(tool_calls=tuple(run), results=())
+                if run
+                else Step(fields={name: text}, tool_calls=())
+                if text is not None
+                else None
+            )
+        if step is not None:
+            state.add(step)
+        ended = await act(spec, state, roster, decides=forcing_submit) if run else None
+        # How the turn ends.
+        if not forcing_submit:
+            if ended is not None:
+                return ended
+            if run and text is not None:  # the answer goes on the step whose calls ran
+                state.steps[-1] = replace(state.steps[-1], fields={**state.steps[-1].fields, name: text})
+            return Ending(cause=cause) if text is None else Ending({name: text}, "last_text", cause)
+        if run:
+            if ended is None:
+                state.errors.extend(str(r.error) for r in state.steps[-1].result_list() if r.error)
+                return Ending(cause=cause)
+            return ended if ended.reason == "incomplete" else Ending(ended.outputs, "forced_submit", cause)
+    # No `submit` came (or `required` failed too): the extractor reads the history.
+    ending = await extract(spec, state, cause)
+    if ending.outputs is not None:
+        state.add(Step(fields=dict(ending.outputs), tool_calls=()))
     return ending

@@ -25,7 +25,7 @@ from imp.programs.predict import Validator, check_options, check_retry_options, 
 from imp.programs.react._last import EXTRACT_INSTRUCTIONS
 from imp.programs.react._loop import run_turn
 from imp.programs.react._messages import demo_steps
-from imp.programs.react._resume import check_paused, resume_turn
+from imp.programs.react._resume import Resumed, check_paused
 from imp.programs.react._spec import NOT_SENT, FinishRule, TurnSpec, episode_boundaries, rule_for
 from imp.programs.react._state import (
     CALLS_FIELD,
@@ -258,11 +258,11 @@ class ReAct(ToolLoop, Program):
             with streaming_program(tap, self):
                 return await self.acall(inputs, **call_options)
         resume, decisions = resume_options("imp.react", call_options)
-        paused: Step | None = None
+        resumed: Resumed | None = None
         if resume is not None:
             spec, state, paused, control = self._resumed(inputs, resume)
-            resolution = resolve_decisions(resume, decisions, spec.roster())
-            reserve_tool_calls(len(resolution.run))  # the resuming call's budget governs what it runs
+            resumed = Resumed(paused, resolve_decisions(resume, decisions, spec.roster()))
+            reserve_tool_calls(len(resumed.resolution.run))  # the resuming call's budget governs what it runs
             resume.claim()
         else:
             control = _control_of(inputs, self.signature)
@@ -270,10 +270,7 @@ class ReAct(ToolLoop, Program):
         # The loop ends itself at the deadline, so the deadline's backstop waits for it.
         with track_usage() as usage, self_ending():
             try:
-                if paused is not None:
-                    ending = await resume_turn(spec, state, paused, resolution)
-                else:
-                    ending = await run_turn(spec, state)
+                ending = await run_turn(spec, state, resumed)
             except (LMError, ReActStepError, ExecutionCancelled, ValidationFailed, BudgetExceeded) as exc:
                 exc.history = state.recorded(spec.base)  # what the turn did before the error ended it
                 raise

@@ -23,7 +23,8 @@ from imp.errors import (
 from imp.models.base import LMResponse
 from imp.programs._partial import submitting
 from imp.programs._stream_tap import current_tap
-from imp.programs.predict import LoopStep, request
+from imp.programs.predict import LoopStep
+from imp.programs.predict import request as lm_request
 from imp.programs.react._messages import step_messages
 from imp.programs.react._reading import Reading, read_reply
 from imp.programs.react._spec import TurnSpec
@@ -35,13 +36,34 @@ from imp.tools import Tool
 
 __all__ = [
     "MAX_PROJECTION_RETRIES",
+    "ORDINARY",
     "Failure",
+    "Request",
     "ask",
     "ends_turn",
     "error_text",
 ]
 
 MAX_PROJECTION_RETRIES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What one request offers: an ordinary step's (every tool of the roster, `auto`), or the last
+    request's (`_last.last_requests`: a forced choice, only some tools, a thought on the user's side)."""
+
+    forced: bool = False
+    """The last request of an interrupted turn (the events say so)."""
+    options: Mapping[str, object] | None = None
+    """Request options over the spec's (the forced `tool_choice`)."""
+    offered: Sequence[Tool] | None = None
+    """The only tools offered (else the roster's)."""
+    thought_as_user: bool = False
+    """A newest thought-only step is shown on the user's side (a request may not end on the model's message)."""
+
+
+ORDINARY = Request()
+"""An ordinary step's request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,32 +100,14 @@ def error_text(exc: BaseException) -> str:
 
 
 async def ask(
-    spec: TurnSpec,
-    state: TurnState,
-    roster: Mapping[str, Tool],
-    *,
-    forced: bool,
-    options: Mapping[str, object] | None = None,
-    offered: Sequence[Tool] | None = None,
-    thought_as_user: bool = False,
+    spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], request: Request = ORDINARY
 ) -> Reading | Failure:
-    """One step: its request offering `roster` (or only `offered`), and the reply as the loop reads it."""
-    response = await _send(
-        spec, state, roster, forced=forced, options=options, offered=offered, thought_as_user=thought_as_user
-    )
+    """One step: its request offering `roster` (or what `request` offers), and the reply as the loop reads it."""
+    response = await _send(spec, state, roster, request)
     return response if isinstance(response, Failure) else read_reply(spec, state, response)
 
 
-async def _send(
-    spec: TurnSpec,
-    state: TurnState,
-    roster: Mapping[str, Tool],
-    *,
-    forced: bool,
-    options: Mapping[str, object] | None,
-    offered: Sequence[Tool] | None,
-    thought_as_user: bool,
-) -> LMResponse | Failure:
+async def _send(spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], request: Request) -> LMResponse | Failure:
     """The request, retried with older episodes left out while the context window is full."""
     from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_none
 
@@ -137,12 +141,12 @@ async def _send(
             )
         )
 
-    tools = list(offered) if offered is not None else list(roster.values())
+    tools = list(request.offered) if request.offered is not None else list(roster.values())
     request_options: dict[str, Any] = dict(spec.config)
     if not spec.written:
         request_options.update({"tools": [t.spec() for t in tools], "tool_choice": "auto"})
-        if options:
-            request_options.update(options)
+        if request.options:
+            request_options.update(request.options)
     left = time_left()
     try:
         with anyio.fail_after(left) if left is not None else nullcontext():
@@ -154,18 +158,18 @@ async def _send(
                 reraise=True,
             ):
                 with attempt:
-                    messages = step_messages(spec, state, roster, thought_as_user=thought_as_user)
+                    messages = step_messages(spec, state, roster, thought_as_user=request.thought_as_user)
                     # request() emits model_request and model_response (with model, usage and duration)
                     tap = current_tap()
                     reads = (spec.adapter, spec.step_signature) if tap is not None else None
                     with submitting(SUBMIT, spec.task) if tap is not None and tap.partial else nullcontext():
-                        return await request(
+                        return await lm_request(
                             spec.lm,
                             messages,
                             request_options,
                             program="ReAct",
                             reads=reads,
-                            loop=LoopStep(state.step, forced),
+                            loop=LoopStep(state.step, request.forced),
                         )
     except TimeoutError:
         return Failure("deadline_exceeded")

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import anyio
 
 from imp.errors import ResumeError
 from imp.history import Step, ToolCall, ToolResult
 from imp.programs.pending import Pending, Resolution
-from imp.programs.react._loop import run_turn
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import Ending, TurnState
 from imp.programs.react._tools import decide
@@ -26,7 +25,15 @@ from imp.runtime.deadline import deadline_passed, time_left
 from imp.runtime.run import current_run
 from imp.tools import ToolEvent, forward_tool_event, run_tool_calls
 
-__all__ = ["check_paused", "resume_turn"]
+__all__ = ["Resumed", "check_paused", "resume_turn"]
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """A paused turn going on: the step it paused on, and what was decided about its waiting calls."""
+
+    step: Step
+    resolution: Resolution
 
 
 def check_paused(pending: Pending, state: TurnState) -> Step:
@@ -51,8 +58,10 @@ def check_paused(pending: Pending, state: TurnState) -> Step:
     return step
 
 
-async def resume_turn(spec: TurnSpec, state: TurnState, step: Step, resolution: Resolution) -> Ending:
-    """Run the decided calls into the paused step, decide the step, and go on with the turn."""
+async def resume_turn(spec: TurnSpec, state: TurnState, resumed: Resumed) -> Ending | None:
+    """Run the decided calls into the paused step and decide the step: how the turn ends, or None
+    when it goes on."""
+    step, resolution = resumed.step, resumed.resolution
     approved = {call.id: call for call in resolution.run}
     calls = tuple(approved.get(call.id, call) for call in step.tool_calls or ())
     results: dict[str, ToolResult] = {result.id: result for result in step.results or ()}
@@ -90,11 +99,9 @@ async def resume_turn(spec: TurnSpec, state: TurnState, step: Step, resolution: 
     paused = state.steps[-1]
     ending, checked = decide(spec, calls, paused.results or ())
     state.steps[-1] = replace(paused, results=checked)
-    if ending is not None:
-        if ending.outputs is not None:
-            state.steps[-1] = replace(state.steps[-1], fields={**paused.fields, **ending.outputs})
-        return ending
-    return await run_turn(spec, state)
+    if ending is not None and ending.outputs is not None:
+        state.steps[-1] = replace(state.steps[-1], fields={**paused.fields, **ending.outputs})
+    return ending
 
 
 def _in_order(calls: tuple[ToolCall, ...], results: Mapping[str, ToolResult]) -> tuple[ToolResult, ...]:
