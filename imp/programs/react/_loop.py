@@ -147,13 +147,11 @@ async def _last_request(spec: TurnSpec, state: TurnState, cause: TerminationCaus
                 for c in reading.calls
                 if c.name not in spec.last_request_tools
             )
-            step = (
-                Step(tool_calls=tuple(run), results=())
-                if run
-                else Step(fields={name: text}, tool_calls=())
-                if text is not None
-                else None
-            )
+            step = None  # only tool calls that may not run, or nothing: the turn has no answer
+            if run:  # the answer goes on this step once its calls ran
+                step = Step(tool_calls=tuple(run), results=())
+            elif text is not None:
+                step = Step(fields={name: text}, tool_calls=())
         if step is not None:
             state.add(step)
         ended = await act(spec, state, roster, decides=forcing_submit) if run else None
@@ -161,7 +159,7 @@ async def _last_request(spec: TurnSpec, state: TurnState, cause: TerminationCaus
         if not forcing_submit:
             if ended is not None:
                 return ended
-            if run and text is not None:  # the answer goes on the step whose calls ran
+            if run and text is not None:
                 state.steps[-1] = replace(state.steps[-1], fields={**state.steps[-1].fields, name: text})
             return Ending(cause=cause) if text is None else Ending({name: text}, "last_text", cause)
         if run:

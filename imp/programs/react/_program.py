@@ -259,14 +259,14 @@ class ReAct(ToolLoop, Program):
                 return await self.acall(inputs, **call_options)
         resume, decisions = resume_options("imp.react", call_options)
         resumed: Resumed | None = None
-        if resume is not None:
+        if resume is None:
+            control = _control_of(inputs, self.signature)
+            spec, state = self.start(inputs)
+        else:
             spec, state, paused, control = self._resumed(inputs, resume)
             resumed = Resumed(paused, resolve_decisions(resume, decisions, spec.roster()))
             reserve_tool_calls(len(resumed.resolution.run))  # the resuming call's budget governs what it runs
             resume.claim()
-        else:
-            control = _control_of(inputs, self.signature)
-            spec, state = self.start(inputs)
         # The loop ends itself at the deadline, so the deadline's backstop waits for it.
         with track_usage() as usage, self_ending():
             try:
