@@ -253,7 +253,7 @@ def _string(body: str, quote: str) -> str:
     return _unescape(body) if "\\" in body else body
 
 
-def _bare(text: str) -> Any:
+def _bare(text: str) -> object:
     """Unquoted text: a JSON or Python literal, a number, else the text itself."""
     if text in _WORDS:
         return _WORDS[text]
@@ -280,7 +280,7 @@ _TOKEN = re.compile(
 )
 
 
-def _repair(text: str) -> Any:
+def _repair(text: str) -> object:
     """The first object or array in text, read leniently in one pass (see the module docstring)."""
     first = _OPENER.search(text)
     if first is None:
@@ -331,12 +331,12 @@ def _repair(text: str) -> Any:
     return root
 
 
-def _key_text(value: Any) -> str:
+def _key_text(value: object) -> str:
     """A bare key's text (`{1: "a"}` has the key "1")."""
     return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
 
 
-def _put(stack: list[Any], keys: list[Any], value: Any) -> None:
+def _put(stack: list[Any], keys: list[Any], value: object) -> None:
     top = stack[-1]
     if isinstance(top, list):
         top.append(value)

@@ -162,7 +162,7 @@ def _url_secrets(url: str) -> Iterator[str]:
             yield value
 
 
-def _body_secrets(value: Any, depth: int = 0) -> Iterator[str]:
+def _body_secrets(value: object, depth: int = 0) -> Iterator[str]:
     if depth > 32:
         return
     if isinstance(value, Mapping):
@@ -190,7 +190,7 @@ def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:
     return _SHAPES.sub(_replace, text)
 
 
-def redact(value: Any, secrets: tuple[str, ...] = ()) -> Any:
+def redact(value: object, secrets: tuple[str, ...] = ()) -> Any:
     """A copy of a JSON-like value with secrets replaced by key name and by value shape."""
     if isinstance(value, str):
         return redact_text(value, secrets)

@@ -192,7 +192,7 @@ class MediaRefused(ImpError, ValueError):
     before sending. The message names where the value stands (the input `photo`, a tool's result),
     the provider, and the limit; the value itself shows only as its short description."""
 
-    def __init__(self, reason: str, *, provider: str, origin: str | None = None, media: Any = None) -> None:
+    def __init__(self, reason: str, *, provider: str, origin: str | None = None, media: object = None) -> None:
         self.reason = reason
         self.provider = provider
         self.origin = origin
@@ -217,7 +217,7 @@ class AdapterParseError(ImpError):
         fields: Sequence[str] = (),
         completion: str | Mapping[str, Any] | None = None,
         parsed: Mapping[str, Any] | None = None,
-        value: Any = None,
+        value: object = None,
         reason: str | None = None,
         finish_reason: str | None = None,
     ) -> None:
@@ -290,7 +290,7 @@ class DeadlineExceeded(ImpError, TimeoutError):
 class ReActStepError(ImpError):
     """The last request of a ReAct turn failed; carries the history recorded so far."""
 
-    def __init__(self, message: str, *, history: Any, cause: BaseException | None = None) -> None:
+    def __init__(self, message: str, *, history: object, cause: BaseException | None = None) -> None:
         # Typed `Any` so that this bottom module imports nothing above `imp.records`.
         self.history = history
         """The turn's `imp.History` up to the failure."""
@@ -336,7 +336,7 @@ class InvalidInputError(ImpError, ValueError):
     constraint); raised before any LM call. The message names the field and the value's type, never
     the value itself (it may be a secret)."""
 
-    def __init__(self, field: str, reason: str, *, value: Any = None) -> None:
+    def __init__(self, field: str, reason: str, *, value: object = None) -> None:
         self.field = field
         self.reason = reason
         self.value = value
@@ -391,7 +391,7 @@ class LMError(ImpError):
         status: int | None = None,
         provider: str | None = None,
         code: str | None = None,
-        body: Any = None,
+        body: object = None,
         retryable: bool | None = None,
         retry_after: float | None = None,
         context_window_exceeded: bool | None = None,

@@ -61,7 +61,7 @@ _FETCH_LIMIT = 50 * 1024 * 1024
 _BASE64_RUN = re.compile(r"(?:data:[\w.+-]+/[\w.+-]+;base64,)?[A-Za-z0-9+/]{200,}={0,2}")
 
 
-def shorten_base64(value: Any) -> Any:
+def shorten_base64(value: object) -> Any:
     """Text (or a JSON-like value) with each run of 200 or more base64 characters, as a provider may
     echo a request's media in an error, replaced by `[base64: N chars]`."""
     if isinstance(value, str):
@@ -109,7 +109,7 @@ class Media:
     name: str | None
     """A file name, when one is known (`from_path`, or given): a document's is sent where a provider wants one."""
 
-    def __init__(self, *_: Any, **__: Any) -> None:
+    def __init__(self, *_: object, **__: object) -> None:
         raise TypeError(
             f"make an imp.{type(self).__name__} with imp.{type(self).__name__}.from_path(...), "
             ".from_bytes(...), .from_url(...) or .from_data_uri(...)"
@@ -298,7 +298,7 @@ class Media:
     def __hash__(self) -> int:
         return hash((self.kind, self.media_type, self.sha256))
 
-    def __setattr__(self, key: str, value: Any) -> None:
+    def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError(f"imp.{type(self).__name__} is immutable")
 
     def __delattr__(self, key: str) -> None:
@@ -400,7 +400,7 @@ class Media:
     # --- pydantic (field validation in signatures) ---------------------------------------------
 
     @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+    def __get_pydantic_core_schema__(cls, source: object, handler: object) -> Any:
         from pydantic_core import core_schema
 
         return core_schema.no_info_plain_validator_function(
@@ -408,11 +408,11 @@ class Media:
         )
 
     @classmethod
-    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> dict[str, Any]:
+    def __get_pydantic_json_schema__(cls, schema: object, handler: object) -> dict[str, Any]:
         return {"type": "string", "description": f"{cls.noun} (imp.{cls.__name__})"}
 
     @classmethod
-    def _validate(cls, value: Any) -> Media:
+    def _validate(cls, value: object) -> Media:
         if isinstance(value, cls):
             return value
         raise ValueError(
@@ -471,7 +471,7 @@ def _rebuild(kind: str, data: bytes | None, url: str | None, media_type: str | N
     return _BY_KIND[kind]._make(data=data, url=url, media_type=media_type, name=name)
 
 
-def is_media(annotation: Any) -> bool:
+def is_media(annotation: object) -> bool:
     """Whether an annotation is one of the media classes."""
     return isinstance(annotation, type) and issubclass(annotation, Media)
 

@@ -384,7 +384,7 @@ class Step(Mapping[str, Any]):
         return cls(fields=MappingProxyType(fields) if fields else _EMPTY, **values)
 
 
-def _loaded(value: Any) -> Any:
+def _loaded(value: object) -> object:
     """A loaded value with media in their saved form (`{"$media": ...}`) read back as media values."""
     if isinstance(value, Mapping) and MEDIA_KEY in value:
         return Media.load(value)
@@ -398,7 +398,7 @@ def plain(value: object) -> Any:
     return _plain(value)
 
 
-def _plain(value: object) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, ToolCall | ToolResult | Step):
         return value.dump()
     if isinstance(value, Mapping):
@@ -437,14 +437,14 @@ def placed_media(text: str) -> str | list[ContentPart]:
     return parts
 
 
-def media_parts(content: Any) -> list[MediaPart]:
+def media_parts(content: object) -> list[MediaPart]:
     """The media parts of a message's content (a bare media value counts, with no origin)."""
     if not isinstance(content, list):
         return []
     return [p if isinstance(p, MediaPart) else MediaPart(p) for p in content if isinstance(p, MediaPart | Media)]
 
 
-def content_text(content: Any) -> str:
+def content_text(content: object) -> str:
     """A message's content as text: its text parts, and each media value as its short description."""
     if content is None:
         return ""
@@ -463,7 +463,7 @@ def content_text(content: Any) -> str:
     return str(content)
 
 
-def with_text(content: Any, text: str, separator: str = "\n\n") -> str | list[ContentPart]:
+def with_text(content: object, text: str, separator: str = "\n\n") -> str | list[ContentPart]:
     """A message's content with text added at its end (its media parts kept where they are)."""
     if isinstance(content, list):
         return [*content, separator + text] if content else [text]

@@ -196,7 +196,7 @@ def dump_json(value: object) -> str:
     return json.dumps(to_jsonable_python(value), ensure_ascii=False)
 
 
-def holds_media(value: Any) -> bool:
+def holds_media(value: object) -> bool:
     """Whether a value is, or holds, media an adapter places as content parts (see `media_text`)."""
     if isinstance(value, Media):
         return True
@@ -218,7 +218,7 @@ def media_description(value: Any) -> str:
     return "".join(str(p) for p in parts)
 
 
-def media_text(value: Any, origin: str | None) -> str | None:
+def media_text(value: object, origin: str | None) -> str | None:
     """A media value (or a list of them, or a result holding media, such as an MCP tool's) written as
     markers the adapter turns into content parts where they stand; None for anything else."""
     if isinstance(value, Media):
@@ -231,7 +231,7 @@ def media_text(value: Any, origin: str | None) -> str | None:
     return None
 
 
-def render_value(value: Any, field: Field | None = None, *, origin: str | None = None) -> str:
+def render_value(value: object, field: Field | None = None, *, origin: str | None = None) -> str:
     """How a value is written into a prompt (a media value: a marker the adapter places as a part)."""
     if type(value) is str:
         return value

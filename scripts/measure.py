@@ -143,8 +143,8 @@ def table(f: Figures) -> str:
         ("import circles, imports that run (modules / rooms)", f"{f.circles_run[0]} / {f.circles_run[1]}"),
         ("import circles, type-only imports counted too", f"{f.circles_all[0]} / {f.circles_all[1]}"),
         ("type-only imports that point up", str(len(f.upward_type_only))),
-        ("`Any` per 1,000 lines", f"{f.density.any_per_1000:.0f}"),
-        ("`dict` / `Mapping[str, Any]` per 1,000 lines", f"{f.density.maps_per_1000:.0f}"),
+        ("`Any` per 1,000 lines", f"{f.density.any_per_1000:.1f}"),
+        ("`dict` / `Mapping[str, Any]` per 1,000 lines", f"{f.density.maps_per_1000:.1f}"),
         ("modules spelling a saved step's keys", spelled),
     ]
     out = ["| figure | imp |", "| --- | --- |"]

@@ -23,24 +23,7 @@ MAX_LINES = 600
 MODULES = import_graph.modules()
 EDGES = import_graph.edges()
 
-TYPE_ONLY_CIRCLES: dict[tuple[str, ...], str] = {
-    (
-        "imp.models._log",
-        "imp.models._options",
-        "imp.models._stepdown",
-        "imp.models.base",
-        "imp.models.cache",
-    ): "the LM protocol (base) names the options and cache types it is given; they move below it",
-    # The media writers name their client's class for its type only (imp/models/, being rewritten
-    # into one send chain): settled when each writer takes what it reads of the client, not the class.
-    ("imp.models._anthropic_content", "imp.models.anthropic"): "the writer takes the client's options, not its class",
-    ("imp.models._openai_content", "imp.models.openai"): "the writer takes the client's options, not its class",
-    (
-        "imp.models._responses_content",
-        "imp.models._responses_wire",
-        "imp.models.openai_responses",
-    ): "the writer takes the client's options, not its class",
-}
+TYPE_ONLY_CIRCLES: dict[tuple[str, ...], str] = {}
 """Circles that only type-only imports close, still waiting to be settled by moving code, with the
 change that settles them. Empty: none shows even when type-only imports are counted."""
 

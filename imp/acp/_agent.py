@@ -124,7 +124,7 @@ class ImpAgent:
     def on_connect(self, conn: object) -> None:
         self._conn = conn
 
-    async def initialize(self, protocol_version: int, **_: Any) -> schema.InitializeResponse:
+    async def initialize(self, protocol_version: int, **_: object) -> schema.InitializeResponse:
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
             agent_capabilities=schema.AgentCapabilities(
@@ -175,7 +175,7 @@ class ImpAgent:
             raise acp.RequestError.invalid_params({"detail": detail})
         return program
 
-    async def close_session(self, session_id: str, **_: Any) -> schema.CloseSessionResponse:
+    async def close_session(self, session_id: str, **_: object) -> schema.CloseSessionResponse:
         """`session/close`: cancel its turn, end its MCP servers, forget it."""
         session = self._sessions.pop(session_id, None)
         if session is None:
@@ -189,13 +189,13 @@ class ImpAgent:
         for session in sessions:
             await session.close()
 
-    async def new_session(self, cwd: str, mcp_servers: object = None, **_: Any) -> schema.NewSessionResponse:
+    async def new_session(self, cwd: str, mcp_servers: object = None, **_: object) -> schema.NewSessionResponse:
         session_id = uuid.uuid4().hex
         await self._open(session_id, cwd, mcp_servers)
         return schema.NewSessionResponse(session_id=session_id)
 
     async def load_session(
-        self, cwd: str, session_id: str, mcp_servers: object = None, **_: Any
+        self, cwd: str, session_id: str, mcp_servers: object = None, **_: object
     ) -> schema.LoadSessionResponse | None:
         saved = self._store.load(session_id) if self._store is not None else None
         if saved is None:
@@ -217,12 +217,12 @@ class ImpAgent:
         input_key = self._input_key or next(n for n in signature.inputs if n != signature.history_field)
         return input_key, self._output_key or next(iter(signature.outputs))
 
-    async def cancel(self, session_id: str, **_: Any) -> None:
+    async def cancel(self, session_id: str, **_: object) -> None:
         session = self._sessions.get(session_id)
         if session is not None and session.scope is not None:
             session.scope.cancel()
 
-    async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> schema.PromptResponse:
+    async def prompt(self, session_id: str, prompt: list[Any], **_: object) -> schema.PromptResponse:
         session = self._sessions.get(session_id)
         if session is None:
             raise acp.RequestError.invalid_params({"sessionId": session_id, "detail": "no such session"})

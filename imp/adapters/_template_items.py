@@ -67,7 +67,7 @@ def turns() -> Turns:
 TemplateItem = TemplateMessage | Turns | Mapping[str, Any]
 
 
-def as_item(item: Any, index: int) -> TemplateMessage | Turns:
+def as_item(item: object, index: int) -> TemplateMessage | Turns:
     """A template's `index`-th item as a message or the turns marker (an OpenAI-style dict is read)."""
     if isinstance(item, TemplateMessage | Turns):
         return item

@@ -208,7 +208,7 @@ def _nested(value: object, indent: str) -> str:
     return escape(render_value(value))
 
 
-def skeleton(annotation: Any, seen: frozenset[Any] = frozenset()) -> str | None:
+def skeleton(annotation: object, seen: frozenset[Any] = frozenset()) -> str | None:
     """The nested tags a structured value is written as, `...` for each leaf (`<city>...</city>`), as
     the system message shows it; None for a type written as text (or a dict's free keys)."""
     base = base_annotation(annotation)
@@ -276,7 +276,7 @@ def _members(annotation: object) -> dict[str, tuple[str, Any]] | None:
     return None
 
 
-def _rekeyed(value: Any, annotation: Any, depth: int = 0) -> Any:
+def _rekeyed(value: object, annotation: object, depth: int = 0) -> object:
     """JSON written inside a tag, with a model's field names (as the XML note shows them) turned into
     the keys it validates by (its aliases), at every level."""
     if depth > limits().max_depth:
@@ -316,7 +316,7 @@ def _add(out: dict[str, Any], key: str, value: object, member: object) -> None:
         out[key] = [*held, *value]
 
 
-def read_value(inner: str, annotation: Any, budget: Budget, depth: int = 1) -> Any:
+def read_value(inner: str, annotation: object, budget: Budget, depth: int = 1) -> Any:
     """An element's content as a value of `annotation`: nested tags by the type, leaves by their own type.
 
     Read leniently, as DSPy reads it: an empty element of an optional object or list is None; a list
@@ -381,7 +381,7 @@ def read_value(inner: str, annotation: Any, budget: Budget, depth: int = 1) -> A
     return out
 
 
-def _shaped_members(annotation: Any, children: list[tuple[str, str]]) -> list[Any]:
+def _shaped_members(annotation: object, children: list[tuple[str, str]]) -> list[Any]:
     """The members of a union that nested tags may be written for, best first: a list's for `<item>`s,
     else an object's, those whose tags take every child (a repeated tag only where a list is) first."""
     if typing.get_origin(annotation) not in (Union, types.UnionType):
@@ -425,7 +425,7 @@ def _validator(annotation: Any) -> pydantic.TypeAdapter[Any]:
     return pydantic.TypeAdapter(annotation)
 
 
-def _untyped(children: list[tuple[str, str]], budget: Budget, depth: int) -> Any:
+def _untyped(children: list[tuple[str, str]], budget: Budget, depth: int) -> object:
     if all(tag == "item" for tag, _ in children):
         return [read_value(body, Any, budget, depth + 1) for _, body in children]
     out: dict[str, Any] = {}
@@ -434,7 +434,7 @@ def _untyped(children: list[tuple[str, str]], budget: Budget, depth: int) -> Any
     return out
 
 
-def _leaf(text: str, annotation: object) -> Any:
+def _leaf(text: str, annotation: object) -> object:
     if annotation is Any:
         try:
             return loads_strict(text)

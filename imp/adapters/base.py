@@ -146,7 +146,7 @@ def tries_fields(signature: Signature, text: str) -> bool:
     return False
 
 
-def _arity(fn: Callable[..., Any]) -> int:
+def _arity(fn: Callable[..., object]) -> int:
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
@@ -220,7 +220,7 @@ class Adapter(abc.ABC):
 
     # --- formatting ----------------------------------------------------------------------
 
-    def format(self, signature: Signature, inputs: Mapping[str, object], **options: Any) -> list[Message]:
+    def format(self, signature: Signature, inputs: Mapping[str, object], **options: object) -> list[Message]:
         """The messages for one request: system, demos, history turns, then the request."""
         return self.format_with(signature, inputs, FormatOptions.read(options))
 

@@ -164,7 +164,7 @@ def _decode(text: str) -> str:
     return _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
 
 
-def _tag_data(field: Field, value: Any) -> Any:
+def _tag_data(field: Field, value: object) -> Any:
     """A structured value as JSON-like data keyed by field names, as DSPy writes it: a pydantic
     alias need not be an XML name (`postal code`), a field name always is; reading maps it back.
     A value that does not validate (a demo's partial object) is written as it was given."""
@@ -175,7 +175,7 @@ def _tag_data(field: Field, value: Any) -> Any:
         return value
 
 
-def _coerce(field: Field, value: Any) -> Any:
+def _coerce(field: Field, value: object) -> Any:
     if isinstance(value, str):
         return coerce_text(field, value)
     if value is None and not field.optional:

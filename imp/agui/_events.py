@@ -55,14 +55,14 @@ CONTENT_TYPE = "text/event-stream"
 _REASONING = "reasoning"
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> Any:
     fields = getattr(value, "fields", None)
     if isinstance(fields, dict):  # a Prediction: its output fields
         value = fields
     return to_jsonable_python(value, fallback=str)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(_jsonable(value), ensure_ascii=False)
 
 

@@ -38,7 +38,7 @@ RequestDigest = dict[str, Any]
 _USAGE_INTS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "cache_write_tokens", "requests")
 
 
-def _default(value: object) -> Any:
+def _default(value: object) -> object:
     """JSON for what the encoder does not know: a record by its dump, bytes by their hash, a dataclass
     by its fields, a pydantic model by its JSON dump, a date by its ISO form, else its type's name."""
     if type(value) is ToolCall:  # in every assistant message of a tool loop: its fields, no copy

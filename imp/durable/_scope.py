@@ -101,7 +101,7 @@ class ReplayLM(LM):
         self.capabilities = live.capabilities
         self._response = response
 
-    async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:
+    async def request(self, messages: Sequence[Message], **options: object) -> LMResponse:
         return self._response
 
 

@@ -125,7 +125,7 @@ class SQLiteSessions:
     async def run(
         self,
         session_id: str,
-        program: Any,
+        program: object,
         inputs: dict[str, Any],
         turn: Callable[[dict[str, Any]], Awaitable[Prediction]],
         *,
@@ -150,7 +150,7 @@ class SQLiteSessions:
         return prediction
 
 
-def history_input(program: Any) -> str:
+def history_input(program: object) -> str:
     """The name of the program's `History` input, which a session fills (a tool loop's is `history`)."""
     from imp.programs.react import ReAct
     from imp.programs.react_trajectory import ReActTrajectory

@@ -180,7 +180,7 @@ class SQLiteJournal:
     # --- a run ------------------------------------------------------------------------------
 
     async def run(
-        self, run_id: str, program: str, inputs: Mapping[str, Any], body: Callable[[], Awaitable[Any]]
+        self, run_id: str, program: str, inputs: Mapping[str, Any], body: Callable[[], Awaitable[object]]
     ) -> Any:
         """Run `body` as the run `run_id`: recorded steps are replayed, new ones recorded."""
         with self._only(check_run_id(run_id)):

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any
 
 __all__ = ["Worker", "asyncio_workers", "running_on_asyncio"]
 
-type Worker = Callable[[Callable[[], object], Callable[[], bool]], Coroutine[Any, Any, None]]
+type Worker = Callable[[Callable[[], object], Callable[[], bool]], Coroutine[object, object, None]]
 """A worker: `worker(stop, cancelled)` takes items until none are left, `stop()` is called, or
 `cancelled()` says its task has a cancellation pending."""
 

@@ -35,7 +35,7 @@ def _request_id(request: httpx2.Request) -> int | str | None:
     return found if isinstance(found, int | str) and not isinstance(found, bool) else None
 
 
-def _error(request_id: int | str, code: int, message: str, data: Any = None) -> httpx2.Response:
+def _error(request_id: int | str, code: int, message: str, data: object = None) -> httpx2.Response:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data

@@ -58,12 +58,12 @@ def write_message(message: Any) -> str:
     return str(message.model_dump_json(by_alias=True, exclude_none=True))
 
 
-def unwrap(message: Any) -> Any:
+def unwrap(message: object) -> Any:
     """The message inside a 1.x `RootModel` union (`ServerNotification(...).root`); a 2.x value as it is."""
     return message.root if isinstance(message, RootModel) else message
 
 
-def wire(model: Any) -> dict[str, Any]:
+def wire(model: object) -> dict[str, Any]:
     """An SDK value as the JSON the protocol sends (camelCase keys, no None values)."""
     dumped: dict[str, Any] = unwrap(model).model_dump(mode="json", by_alias=True, exclude_none=True)
     return dumped

@@ -61,7 +61,7 @@ def _progress(session: Any, token: str | int | None, request_id: Any) -> Progres
     return send
 
 
-def _server_v1(tools: _Tools, name: str) -> Any:
+def _server_v1(tools: _Tools, name: str) -> object:
     server: Any = Server(name, version=version())
 
     @server.list_tools()  # type: ignore[misc, no-untyped-call, untyped-decorator, unused-ignore]
@@ -79,8 +79,8 @@ def _server_v1(tools: _Tools, name: str) -> Any:
     return server
 
 
-def _server_v2(tools: _Tools, name: str) -> Any:
-    async def list_tools(context: Any, params: Any) -> Any:
+def _server_v2(tools: _Tools, name: str) -> object:
+    async def list_tools(context: object, params: object) -> Any:
         return types.ListToolsResult.model_validate({"tools": tools.listed()})
 
     async def call_tool(context: Any, params: Any) -> Any:
@@ -130,7 +130,7 @@ def app(programs: Programs, *, name: str = "imp", path: str = "/mcp", allowed_ho
     manager = StreamableHTTPSessionManager(app=server, security_settings=security)
 
     @contextlib.asynccontextmanager
-    async def lifespan(_: Any) -> AsyncIterator[None]:
+    async def lifespan(_: object) -> AsyncIterator[None]:
         async with manager.run():
             yield
 

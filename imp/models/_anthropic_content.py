@@ -9,14 +9,19 @@ Anthropic reads no audio: an audio value is refused before sending.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from imp.media import MediaKind
-from imp.models._media_wire import Encoded, MediaRule, MediaWriter, is_text_document, parts_of, written_parts
+from imp.models._media_wire import (
+    Encoded,
+    MediaClient,
+    MediaRule,
+    MediaWriter,
+    is_text_document,
+    parts_of,
+    written_parts,
+)
 from imp.records import MediaPart, content_text
-
-if TYPE_CHECKING:
-    from imp.models.anthropic import AnthropicLM
 
 __all__ = ["AnthropicContent", "anthropic_media_writer"]
 
@@ -31,7 +36,7 @@ _REQUEST_LIMIT = 32 * _MB
 _NO_AUDIO = "anthropic takes no audio (its Messages API reads text, images and PDFs)"
 
 
-def anthropic_media_writer(lm: AnthropicLM) -> MediaWriter:
+def anthropic_media_writer(lm: MediaClient) -> MediaWriter:
     """Anthropic's documented limits, narrowed by `capabilities.media` when the model declares its own."""
     rules: dict[MediaKind, MediaRule] = {"image": _IMAGE, "file": _DOCUMENT}
     refusal: dict[MediaKind, str] = {"audio": _NO_AUDIO}
@@ -49,7 +54,7 @@ class AnthropicContent:
 
     __slots__ = ("_lm", "_writer")
 
-    def __init__(self, lm: AnthropicLM) -> None:
+    def __init__(self, lm: MediaClient) -> None:
         self._lm = lm
         self._writer: MediaWriter | None = None
 
@@ -59,11 +64,11 @@ class AnthropicContent:
             self._writer = anthropic_media_writer(self._lm)
         return self._writer
 
-    def blocks(self, content: Any) -> list[dict[str, Any]]:
+    def blocks(self, content: object) -> list[dict[str, Any]]:
         """A user message's content as blocks: text, and each media value where it stands."""
         return written_parts(content, "text", self._media)
 
-    def tool_result(self, content: Any) -> str | list[dict[str, Any]]:
+    def tool_result(self, content: object) -> str | list[dict[str, Any]]:
         """A `tool_result`'s content: its text, or text and media blocks when it holds media."""
         if not isinstance(content, list):
             return "" if content is None else str(content)

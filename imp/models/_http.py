@@ -289,7 +289,7 @@ class HTTPLM(LM):
             return False
         if step is not True:
             self.capabilities = self._stepped.capabilities(self._declared)
-            log_step_down(self.model_key, step, error)
+            log_step_down(self.model_key, step.option, step.sent, step.now, error)
         return True
 
     # -- the send chain ------------------------------------------------------------------------

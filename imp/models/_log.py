@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from imp._redact import redact_text
 from imp.errors import LMError
 from imp.runtime.events import ModelRetry
 from imp.runtime.logging import get_logger
 from imp.runtime.run import current_run, emit
-
-if TYPE_CHECKING:
-    from imp.models._stepdown import StepDown
 
 __all__ = ["log_cache_failure", "log_retry", "log_step_down"]
 
@@ -39,15 +34,17 @@ def log_retry(model_key: str, attempt: int, error: LMError, wait: float) -> None
     )
 
 
-def log_step_down(model_key: str, step: StepDown, error: LMError) -> None:
-    """One line when a server refused an option and this LM stops sending it (or sends less)."""
+def log_step_down(model_key: str, option: str, sent: str, now: str, error: LMError) -> None:
+    """One line when a server refused an option and this LM stops sending it (or sends less): which
+    option, what was sent, and what is sent from now on (a step-down's fields, not the step itself, so
+    this module stays below the step-down rules)."""
     get_logger().warning(
         "lm_step_down",
         call_id=_call_id(),
         model=model_key,
-        option=step.option,
-        sent=step.sent,
-        now=step.now,
+        option=option,
+        sent=sent,
+        now=now,
         status=error.status,
         error=redact_text(error.message),
     )

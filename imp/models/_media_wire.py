@@ -18,15 +18,17 @@ import json
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from imp.errors import MediaRefused
 from imp.media import Media, MediaKind, describe_size
+from imp.models._response import LMCapabilities
 from imp.records import ContentPart, MediaPart
 
 __all__ = [
     "ANY_TYPE",
     "Encoded",
+    "MediaClient",
     "MediaRule",
     "MediaWriter",
     "StreamedBody",
@@ -36,6 +38,23 @@ __all__ = [
     "parts_of",
     "written_parts",
 ]
+
+
+class MediaClient(Protocol):
+    """What a media writer reads of its client: who it is, where it sends, and the media its model
+    declares (each client's writer takes this, not the client's class, so the writers sit below it)."""
+
+    @property
+    def provider(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def default_base_url(self) -> str: ...
+    @property
+    def capabilities(self) -> LMCapabilities: ...
+
 
 ANY_TYPE: frozenset[str] = frozenset()
 """A rule's `types` when any media type of the kind is taken."""
@@ -184,7 +203,7 @@ class MediaWriter:
 
 
 def written_parts(
-    content: Any,
+    content: object,
     text_type: str,
     media: Callable[[MediaPart], dict[str, Any] | str],
     known: Callable[[Mapping[str, Any]], dict[str, Any]] = dict,
@@ -208,7 +227,7 @@ def written_parts(
     return [p for p in out if p.get("type") != text_type or p.get("text")]
 
 
-def parts_of(content: Any) -> list[ContentPart]:
+def parts_of(content: object) -> list[ContentPart]:
     """A message's content as a list of parts (a bare media value becomes a `MediaPart`)."""
     if content is None or content == "":
         return []
@@ -269,7 +288,7 @@ def encode_body(body: Mapping[str, Any]) -> bytes | StreamedBody:
     found: list[Encoded] = []
     token = ""
 
-    def placeholder(value: Any) -> str:
+    def placeholder(value: object) -> str:
         nonlocal token
         if not isinstance(value, Encoded):
             raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from imp.media import MediaKind
 from imp.models._media_wire import (
     ANY_TYPE,
     Encoded,
+    MediaClient,
     MediaRule,
     MediaWriter,
     audio_format,
@@ -26,9 +27,6 @@ from imp.models._media_wire import (
     written_parts,
 )
 from imp.records import MediaPart, content_text
-
-if TYPE_CHECKING:
-    from imp.models.openai import OpenAILM
 
 __all__ = ["NO_VISION", "ChatContent", "chat_media_writer"]
 
@@ -64,7 +62,7 @@ NO_VISION = re.compile(
 _VISUAL: tuple[MediaKind, ...] = ("image", "file")
 
 
-def chat_media_writer(lm: OpenAILM) -> MediaWriter:
+def chat_media_writer(lm: MediaClient) -> MediaWriter:
     """What this client takes: OpenAI's documented limits on OpenAI and OpenRouter, the compatible
     servers' documented part shapes elsewhere; narrowed (or widened) by `capabilities.media`."""
     official = lm.base_url == lm.default_base_url.rstrip("/")
@@ -100,7 +98,7 @@ class ChatContent:
 
     __slots__ = ("_lm", "_writer", "carried")
 
-    def __init__(self, lm: OpenAILM) -> None:
+    def __init__(self, lm: MediaClient) -> None:
         self._lm = lm
         self._writer: MediaWriter | None = None
         self.carried: dict[int, list[dict[str, Any]]] = {}

@@ -9,15 +9,20 @@ MP3). A tool result holding media is a `function_call_output` whose `output` is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from imp.media import MediaKind
-from imp.models._media_wire import Encoded, MediaRule, MediaWriter, audio_format, parts_of, written_parts
+from imp.models._media_wire import (
+    Encoded,
+    MediaClient,
+    MediaRule,
+    MediaWriter,
+    audio_format,
+    parts_of,
+    written_parts,
+)
 from imp.models._openai_content import NO_VISION
 from imp.records import MediaPart, content_text
-
-if TYPE_CHECKING:
-    from imp.models.openai_responses import OpenAIResponsesLM
 
 __all__ = ["ResponsesContent", "responses_media_writer"]
 
@@ -58,7 +63,7 @@ _AUDIO = MediaRule(frozenset({"audio/wav", "audio/mpeg"}))
 _TOTALS: Mapping[MediaKind, int] = {"image": 50 * _MB, "file": 32 * _MB}
 
 
-def responses_media_writer(lm: OpenAIResponsesLM) -> MediaWriter:
+def responses_media_writer(lm: MediaClient) -> MediaWriter:
     """OpenAI's documented limits for this API (its model families on OpenAI itself), narrowed or
     widened by `capabilities.media`."""
     rules: dict[MediaKind, MediaRule] = {"image": _IMAGE, "file": _FILE, "audio": _AUDIO}
@@ -85,7 +90,7 @@ class ResponsesContent:
 
     __slots__ = ("_lm", "_writer")
 
-    def __init__(self, lm: OpenAIResponsesLM | None) -> None:
+    def __init__(self, lm: MediaClient | None) -> None:
         self._lm = lm
         self._writer: MediaWriter | None = None
 
@@ -97,7 +102,7 @@ class ResponsesContent:
             self._writer = responses_media_writer(self._lm)
         return self._writer
 
-    def user(self, content: Any) -> Any:
+    def user(self, content: object) -> Any:
         """A user message's text, or its parts in this API's spelling."""
         if not isinstance(content, list):
             return "" if content is None else str(content)
@@ -106,7 +111,7 @@ class ResponsesContent:
             return "".join(str(p["text"]) for p in parts)
         return parts
 
-    def tool_output(self, content: Any) -> Any:
+    def tool_output(self, content: object) -> Any:
         """A `function_call_output`'s output: its text, or a list of parts when it holds media."""
         if not isinstance(content, list) or not any(isinstance(p, MediaPart) for p in parts_of(content)):
             return content_text(content)

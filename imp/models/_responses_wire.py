@@ -103,13 +103,13 @@ def _without_orphans(items: list[dict[str, object]]) -> list[dict[str, object]]:
     return out
 
 
-def _replayed(data: Any) -> list[JSONObject]:
+def _replayed(data: object) -> list[JSONObject]:
     if not isinstance(data, list):
         return []  # a chat-completions mapping or nothing: not this API's
     return [d for d in data if isinstance(d, Mapping) and d.get("type") in REPLAYED_ITEMS]
 
 
-def _function_call(call: ToolCall, item_id: Any) -> dict[str, object]:
+def _function_call(call: ToolCall, item_id: object) -> dict[str, object]:
     item: dict[str, object] = {"type": "function_call"}
     if isinstance(item_id, str) and item_id:
         item["id"] = item_id
@@ -117,18 +117,18 @@ def _function_call(call: ToolCall, item_id: Any) -> dict[str, object]:
     return item
 
 
-def _output_message(text: str, item_id: Any) -> dict[str, object]:
+def _output_message(text: str, item_id: object) -> dict[str, object]:
     if not (isinstance(item_id, str) and item_id):
         return {"role": "assistant", "content": text}
     content = [{"type": "output_text", "text": text, "annotations": []}]
     return {"type": "message", "id": item_id, "role": "assistant", "status": "completed", "content": content}
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: object) -> str:
     return content_text(content)
 
 
-def wire_tool(tool: Any) -> dict[str, object]:
+def wire_tool(tool: object) -> dict[str, object]:
     """A function tool, flat (`{"type": "function", "name", "description", "parameters", "strict"}`)."""
     if not isinstance(tool, Mapping):
         raise TypeError(f"a tool is a JSON schema mapping, got {type(tool).__name__}")
@@ -143,7 +143,7 @@ def wire_tool(tool: Any) -> dict[str, object]:
     return out
 
 
-def wire_tool_choice(choice: Any) -> Any:
+def wire_tool_choice(choice: object) -> Any:
     """`auto` / `none` / `required`, or `{"type": "function", "name": ...}` for a named tool."""
     mode = tool_choice_mode(choice)
     if mode == "named":
@@ -151,7 +151,7 @@ def wire_tool_choice(choice: Any) -> Any:
     return mode
 
 
-def text_format(response_format: Any) -> dict[str, object] | None:
+def text_format(response_format: object) -> dict[str, object] | None:
     """A chat-completions `response_format` as `text.format` (the schema's fields flat beside `type`)."""
     if not isinstance(response_format, Mapping):
         return None

@@ -28,7 +28,7 @@ from imp.models._wire import tool_choice_name
 
 if TYPE_CHECKING:
     from imp.models._options import Options
-    from imp.models.base import LMCapabilities, ResponseFormatSupport
+    from imp.models._response import LMCapabilities, ResponseFormatSupport
 
 __all__ = ["StepDown", "StepDowns"]
 

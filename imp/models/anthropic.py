@@ -106,7 +106,7 @@ class AnthropicLM(HTTPLM):
         mark_breakpoints(body, check_prompt_cache(options.get("prompt_cache")))
         return body
 
-    def parse_response(self, body: Any, headers: Mapping[str, str], *, step: int) -> LMResponse:
+    def parse_response(self, body: object, headers: Mapping[str, str], *, step: int) -> LMResponse:
         if isinstance(body, Mapping) and body.get("type") == "error":
             raise error_from_payload(
                 status=None, body=body, provider=self.provider, secrets=self.secrets, in_stream=True
@@ -154,7 +154,7 @@ class AnthropicLM(HTTPLM):
         return _AnthropicStream(self, step, headers.get("request-id"))
 
 
-def _schema_format(fmt: Any) -> Any:
+def _schema_format(fmt: object) -> Any:
     """The JSON schema inside an OpenAI-style or Anthropic-style json_schema response format."""
     if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
         return None
@@ -164,7 +164,7 @@ def _schema_format(fmt: Any) -> Any:
     return fmt.get("schema")
 
 
-def _blocks(content: Any) -> list[dict[str, object]]:
+def _blocks(content: object) -> list[dict[str, object]]:
     """An assistant message's content as blocks (a media value, which a reply cannot hold, as its description)."""
     if content is None or content == "":
         return []
@@ -224,7 +224,7 @@ def _wire_messages(messages: Sequence[Message], writer: AnthropicContent) -> tup
     return "\n\n".join(s for s in system if s), wire
 
 
-def _wire_tool(tool: Any) -> dict[str, object]:
+def _wire_tool(tool: object) -> dict[str, object]:
     if not isinstance(tool, Mapping):
         raise TypeError(f"a tool is a JSON schema mapping, got {type(tool).__name__}")
     fn = tool.get("function") if tool.get("type") == "function" else None
@@ -236,7 +236,7 @@ def _wire_tool(tool: Any) -> dict[str, object]:
     return out
 
 
-def _wire_tool_choice(choice: Any, parallel: Any) -> dict[str, object] | None:
+def _wire_tool_choice(choice: object, parallel: object) -> dict[str, object] | None:
     """Anthropic's `tool_choice` object; `parallel_tool_calls=False` rides on it as
     `disable_parallel_tool_use` (Anthropic has no top-level field for it)."""
     if choice is None and parallel is None:
@@ -254,7 +254,7 @@ def _wire_tool_choice(choice: Any, parallel: Any) -> dict[str, object] | None:
     return wire
 
 
-def _usage(raw: Any) -> Usage:
+def _usage(raw: object) -> Usage:
     if not isinstance(raw, Mapping):
         return Usage(requests=1)
     # Anthropic counts cache reads and writes apart from `input_tokens`: all three were input.

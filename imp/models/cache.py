@@ -29,8 +29,8 @@ import anyio
 
 from imp._redact import is_secret_key
 from imp.models._log import log_cache_failure
-from imp.models.base import LMResponse, Usage
-from imp.records import ToolCall
+from imp.models._response import LMResponse
+from imp.records import ToolCall, Usage
 
 __all__ = [
     "CacheStats",
@@ -276,14 +276,14 @@ _configured: Any = None
 _configured_in_block: ContextVar[tuple[Any] | None] = ContextVar("imp_configured_cache", default=None)
 
 
-def configured_cache(cache: Any) -> None:
+def configured_cache(cache: object) -> None:
     """Set the process's `cache` setting (what `imp.configure(cache=...)` calls), resolved when used."""
     global _configured
     _configured = cache
 
 
 @contextmanager
-def configured_cache_here(cache: Any) -> Iterator[None]:
+def configured_cache_here(cache: object) -> Iterator[None]:
     """The `cache` setting inside the block only (what `imp.context(...)` enters)."""
     token = _configured_in_block.set((cache,))
     try:

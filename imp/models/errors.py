@@ -288,7 +288,7 @@ def _decode_body(text: str) -> object:
 def error_from_payload(
     *,
     status: int | None,
-    body: Any,
+    body: object,
     provider: str,
     headers: Mapping[str, str] | None = None,
     secrets: tuple[str, ...] = (),

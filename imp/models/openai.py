@@ -154,7 +154,7 @@ def _relayed_error(lm: OpenAILM, body: JSONObject) -> LMError:
     )
 
 
-def _short(body: Any) -> Any:
+def _short(body: object) -> Any:
     text = json.dumps(body, default=str)
     return body if len(text) <= 2000 else text[:2000]
 
@@ -207,7 +207,7 @@ def _wire_tool_call(call: ToolCall) -> dict[str, object]:
     }
 
 
-def _wire_tool(tool: Any) -> dict[str, object]:
+def _wire_tool(tool: object) -> dict[str, object]:
     if not isinstance(tool, Mapping):
         raise TypeError(f"a tool is a JSON schema mapping, got {type(tool).__name__}")
     if isinstance(tool.get("function"), Mapping):
@@ -221,14 +221,14 @@ def _wire_tool(tool: Any) -> dict[str, object]:
     return {"type": "function", "function": spec}
 
 
-def _wire_tool_choice(choice: Any) -> Any:
+def _wire_tool_choice(choice: object) -> Any:
     mode = tool_choice_mode(choice)
     if mode == "named":
         return {"type": "function", "function": {"name": tool_choice_name(choice)}}
     return mode
 
 
-def _content_text(content: Any) -> str:
+def _content_text(content: object) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
@@ -259,7 +259,7 @@ def _reasoning(message: JSONObject) -> tuple[str | None, dict[str, object] | Non
     return text, (data or None)
 
 
-def _usage(raw: Any) -> Usage:
+def _usage(raw: object) -> Usage:
     if not isinstance(raw, Mapping):
         return Usage(requests=1)
     prompt = raw.get("prompt_tokens_details") or {}

@@ -137,6 +137,6 @@ class OpenAIResponsesLM(HTTPLM):
         return ResponsesStream(self, step, headers.get("x-request-id"))
 
 
-def _error_only(body: Any) -> bool:
+def _error_only(body: object) -> bool:
     """A 200 whose body is an error object and no response (a proxy relaying a failure)."""
     return isinstance(body, Mapping) and isinstance(body.get("error"), Mapping) and "output" not in body

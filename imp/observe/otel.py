@@ -67,12 +67,12 @@ def _ns(at: float) -> int:
     return int(at * 1_000_000_000)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A redacted JSON text of a value (attribute values are strings, numbers or lists of them)."""
     return redact_text(json.dumps(redact(value), ensure_ascii=False, default=str))
 
 
-def _error_type(error: Any) -> str:
+def _error_type(error: object) -> str:
     """The class name at the front of an event's `Type: message` error text."""
     head = str(error).split(":", 1)[0].strip()
     return head if head.isidentifier() else "Error"

@@ -6,7 +6,7 @@ one more request with the refused reply and the reason after the original messag
 sees what it wrote and why it was refused. A reply that cannot be read (a parse or type error)
 re-asks the same way, with the error in words the model can act on; when every attempt is spent
 on unreadable replies, the JSON fallback is the last resort. A tool loop validates its `submit`
-and its text answer in its own loop (`react/_tools.py`, `react/_loop.py`), with `check` below.
+and its text answer in its own loop (`react/_tools.py`, `react/_loop.py`), with `refusal` below.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ __all__ = [
     "Validator",
     "check",
     "check_retry_options",
+    "refusal",
     "refused",
     "retries_of",
     "validated_call",
@@ -72,6 +73,31 @@ async def check(validate: Validator, prediction: Prediction) -> str | None:
     except Retry as exc:
         return exc.reason.strip() or "the answer was refused"
     return None
+
+
+async def refusal(
+    validate: Validator,
+    outputs: Mapping[str, object],
+    refusals: list[dict[str, Any]],
+    max_retries: int,
+    *,
+    program: str,
+    label: str,
+) -> str | None:
+    """A loop's answer put to its validator: None when accepted; refused, the reason, kept in
+    `refusals` and reported; past `max_retries` refusals, `imp.ValidationFailed` with every refused
+    answer (`label` names the program in its message: `imp.react`)."""
+    reason = await check(validate, Prediction(dict(outputs)))
+    if reason is None:
+        return None
+    refusals.append({"outputs": plain(outputs), "reason": reason})
+    if len(refusals) > max_retries:
+        raise ValidationFailed(
+            f"{label}'s validator refused {len(refusals)} answer(s) (max_retries={max_retries}); the last: {reason}",
+            attempts=refusals,
+        )
+    refused(len(refusals), reason, program)
+    return reason
 
 
 def refused(attempt: int, reason: str, program: str) -> None:

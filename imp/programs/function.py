@@ -91,11 +91,11 @@ class _Shape:
     returns: tuple[str, ...] | None
 
 
-def _where(fn: Callable[..., Any]) -> str:
+def _where(fn: Callable[..., object]) -> str:
     return f"@imp.fn {getattr(fn, '__qualname__', fn)!r}"
 
 
-def _function_node(fn: Callable[..., Any]) -> ast.FunctionDef | ast.AsyncFunctionDef:
+def _function_node(fn: Callable[..., object]) -> ast.FunctionDef | ast.AsyncFunctionDef:
     try:
         source = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
@@ -109,14 +109,14 @@ def _function_node(fn: Callable[..., Any]) -> ast.FunctionDef | ast.AsyncFunctio
     raise FunctionError(f"{_where(fn)}: its definition was not found in its source")
 
 
-def _namespace(fn: Callable[..., Any]) -> dict[str, Any]:
+def _namespace(fn: Callable[..., object]) -> dict[str, Any]:
     names = dict(fn.__globals__)
     closure = inspect.getclosurevars(fn)
     names.update(closure.nonlocals)
     return names
 
 
-def _evaluate(expr: ast.expr, names: Mapping[str, object], fn: Callable[..., Any]) -> Any:
+def _evaluate(expr: ast.expr, names: Mapping[str, object], fn: Callable[..., object]) -> object:
     code = compile(ast.Expression(expr), f"<{fn.__name__} declaration>", "eval")
     try:
         return eval(code, dict(names))  # the user's own declaration, evaluated as Python would
@@ -131,7 +131,7 @@ def _is_out_call(value: ast.expr | None) -> bool:
     return (isinstance(func, ast.Name) and func.id == "out") or (isinstance(func, ast.Attribute) and func.attr == "out")
 
 
-def _shape(fn: Callable[..., Any], instructions: str | None = None) -> _Shape:
+def _shape(fn: Callable[..., object], instructions: str | None = None) -> _Shape:
     """Read a function's parameters, return annotation and body into a signature."""
     where = _where(fn)
     try:
@@ -255,7 +255,7 @@ def _adapter(adapter: Adapter | AdapterName | None, template: Any) -> Adapter:
 class FunctionProgram(Program):
     """A typed function run by an LM: call it like the function, or `.predict(...)` for the Prediction."""
 
-    fn: Callable[..., Any]
+    fn: Callable[..., object]
     signature: Signature
     program: Program
     returns: tuple[str, ...] | None = None
@@ -272,7 +272,7 @@ class FunctionProgram(Program):
         object.__setattr__(self, "__wrapped__", self.fn)
 
     @classmethod
-    def build(cls, fn: Callable[..., Any], **options: Any) -> FunctionProgram:
+    def build(cls, fn: Callable[..., object], **options: Any) -> FunctionProgram:
         """Read `fn` and build its program (`predict`, or `react` when `tools=` is given)."""
         unknown = sorted(set(options) - _OPTIONS)
         if unknown:
@@ -329,7 +329,7 @@ class FunctionProgram(Program):
         demos: tuple[Mapping[str, Any], ...] = getattr(self.program, "demos", ())
         return demos
 
-    def using(self, **changes: Any) -> FunctionProgram:
+    def using(self, **changes: object) -> FunctionProgram:
         """The same function with other options: `adapter`, `lm`, `template`, `tools`, `demos`, `config`..."""
         options = {**self.options, **changes}
         if "adapter" in changes and "template" not in changes:
@@ -377,7 +377,7 @@ class FunctionProgram(Program):
 
     # --- running -------------------------------------------------------------------------
 
-    def inputs(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def inputs(self, *args: object, **kwargs: object) -> dict[str, Any]:
         """The inputs of a call written like the function's (positional and keyword arguments)."""
         try:
             bound = inspect.signature(self.fn).bind(*args, **kwargs)
@@ -386,11 +386,11 @@ class FunctionProgram(Program):
         bound.apply_defaults()
         return dict(bound.arguments)
 
-    async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
+    async def acall(self, inputs: dict[str, Any], **call_options: object) -> Prediction:
         with program_label(self.name):
             return await self.program.acall(inputs, **call_options)
 
-    def _value(self, prediction: Prediction) -> Any:
+    def _value(self, prediction: Prediction) -> object:
         names = self.returns or (RESULT,)
         unanswered = [n for n in names if prediction.fields.get(n) is None and not self.signature.outputs[n].optional]
         if not prediction.complete or unanswered:
@@ -405,18 +405,18 @@ class FunctionProgram(Program):
             return prediction.fields[self.returns[0]]
         return tuple(prediction.fields[n] for n in self.returns)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         inputs = self.inputs(*args, **kwargs)
         if inspect.iscoroutinefunction(self.fn):
             return self._acall_value(inputs)
         return self._value(self._sync(inputs))
 
-    async def _acall_value(self, inputs: dict[str, Any]) -> Any:
+    async def _acall_value(self, inputs: dict[str, Any]) -> object:
         from imp.programs.base import call
 
         return self._value(await call(self, inputs))
 
-    def predict(self, *args: Any, **kwargs: Any) -> Prediction | Awaitable[Prediction]:
+    def predict(self, *args: object, **kwargs: object) -> Prediction | Awaitable[Prediction]:
         """The whole Prediction (all outputs, usage, metadata); awaitable for an `async def`."""
         inputs = self.inputs(*args, **kwargs)
         if inspect.iscoroutinefunction(self.fn):
@@ -434,7 +434,7 @@ class FunctionProgram(Program):
         return f"FunctionProgram({self.name}: {', '.join(self.signature.inputs)} -> {outputs})"
 
 
-def fn(function: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+def fn(function: Callable[..., object] | None = None, /, **options: object) -> Any:
     """Make a typed function a program: `@imp.fn`, or `@imp.fn(lm=..., adapter=..., template=..., tools=[...])`."""
     if function is None:
         return lambda f: FunctionProgram.build(f, **options)

@@ -419,11 +419,11 @@ class Predict(Program):
             made = replace(made, demos=changes.demos[PREDICTOR])
         return made
 
-    def with_config(self, **config: Any) -> Predict:
+    def with_config(self, **config: object) -> Predict:
         """The same program with request options merged over its own."""
         return replace(self, config={**self.config, **config})
 
-    async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
+    async def acall(self, inputs: dict[str, Any], **call_options: object) -> Prediction:
         # Few frames from the inputs to the Prediction (this one, `request`, the LM's): at 10,000
         # calls in flight every extra frame is 10,000 more objects for the garbage collector to
         # walk (benchmarks/concurrency.py).
@@ -544,7 +544,7 @@ class ChainOfThought(Predict):
         return cls(signature.prepend_output(REASONING_FIELD, str, ""), **options)
 
 
-def chain_of_thought(signature: SignatureLike | type[Signature], **options: Any) -> ChainOfThought:
+def chain_of_thought(signature: SignatureLike | type[Signature], **options: object) -> ChainOfThought:
     """A ChainOfThought program: the options of `imp.predict`; prepends a `reasoning` output."""
     check_options("imp.chain_of_thought", options, _OPTIONS)
     return ChainOfThought.build(as_signature(signature), **options)

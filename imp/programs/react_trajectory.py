@@ -433,7 +433,7 @@ def _describe(t: Tool) -> str:
 
 
 def react_trajectory(
-    signature: SignatureLike | type[Signature], tools: Sequence[Tool | Callable[..., Any]], **options: Any
+    signature: SignatureLike | type[Signature], tools: Sequence[Tool | Callable[..., object]], **options: Any
 ) -> ReActTrajectory:
     """A trajectory ReAct program (experimental): `lm`, `adapter`, `demos`, `config`, `adapter_opts`,
     `max_iters`, `tool_policy`. Demos are the task's examples and go to the extraction."""

@@ -37,7 +37,7 @@ class _CaptureLM(LM):
         if lm is not None:
             self.provider, self.model, self.capabilities = lm.provider, lm.model, lm.capabilities
 
-    async def request(self, messages: Sequence[Message], **options: Any) -> LMResponse:
+    async def request(self, messages: Sequence[Message], **options: object) -> LMResponse:
         raise _Captured(RenderedRequest(tuple(messages), dict(options), f"{self.provider}:{self.model}"))
 
 

@@ -70,7 +70,7 @@ class Hub:
         self._stopped = False
         self.granted = 0
 
-    def register(self, worker_id: int, handle: Any) -> None:
+    def register(self, worker_id: int, handle: object) -> None:
         """A worker to tell of pauses and stops."""
         self._workers[worker_id] = handle
 

@@ -209,7 +209,7 @@ def _open_fields(cls: type) -> frozenset[str]:
     return found
 
 
-def _redacted(value: object) -> Any:
+def _redacted(value: object) -> object:
     if value is None or isinstance(value, bool | int | float | Usage):
         return value
     return redact(value)
@@ -568,7 +568,7 @@ _USAGE_KEYS = frozenset(f.name for f in dataclasses.fields(Usage))
 _OPTIONAL: Any = object()
 
 
-def _blank(field: dataclasses.Field[Any]) -> Any:
+def _blank(field: dataclasses.Field[Any]) -> object:
     """What a field left out of a dump reads as: its default, else None, "", 0 or False by its type."""
     if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING:
         return _OPTIONAL

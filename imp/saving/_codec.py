@@ -283,7 +283,7 @@ class Loader:
         """Saved demos, their media values read back (checked; never a path read or a URL fetched)."""
         return tuple(self.media(d, f"demos[{i}]") for i, d in enumerate(saved or ()))
 
-    def media(self, value: Any, where: str) -> Any:
+    def media(self, value: object, where: str) -> Any:
         """A saved value with its saved media values (`{"$media": kind, ...}`) read back as values."""
         if isinstance(value, Mapping):
             if MEDIA_KEY in value:

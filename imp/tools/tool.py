@@ -89,7 +89,7 @@ class Tool:
         """Whether the runner is a coroutine function (it runs on the event loop, not in a thread)."""
         return _is_async(self.runner)
 
-    def with_runner(self, runner: Callable[..., Any]) -> Tool:
+    def with_runner(self, runner: Callable[..., object]) -> Tool:
         """The same tool as the model sees it (name, description, schema) with another runner."""
         return replace(self, runner=runner)
 
@@ -138,7 +138,7 @@ def _with_argument_docs(schema: dict[str, Any], described: Mapping[str, str]) ->
 
 @overload
 def tool(
-    fn: Callable[..., Any],
+    fn: Callable[..., object],
     /,
     *,
     name: str | None = None,
@@ -165,9 +165,9 @@ def tool(
     call_with: CallWith = "keywords",
     internal: bool = False,
     requires_approval: bool = False,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> Callable[[Callable[..., object]], Tool]: ...
 def tool(
-    fn: Callable[..., Any] | None = None,
+    fn: Callable[..., object] | None = None,
     /,
     *,
     name: str | None = None,
@@ -179,7 +179,7 @@ def tool(
     call_with: CallWith = "keywords",
     internal: bool = False,
     requires_approval: bool = False,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+) -> Tool | Callable[[Callable[..., object]], Tool]:
     """Make a `Tool` from a sync or async function: `@tool`, `@tool(name=..., timeout=...)`,
     or `tool(fn, name="page", description="...", schema={...})`.
 
@@ -198,7 +198,7 @@ def tool(
     namespace = dict(caller.f_locals) if caller.f_locals is not caller.f_globals else None
     del caller
 
-    def build(function: Callable[..., Any]) -> Tool:
+    def build(function: Callable[..., object]) -> Tool:
         if isinstance(function, Tool):
             raise TypeError("tool() takes a function; use tool.with_runner(fn) to change a tool's runner")
         if not callable(function):

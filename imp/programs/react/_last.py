@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -11,20 +11,23 @@ import anyio
 
 from imp._redact import redact
 from imp.errors import AdapterParseError, LMError, ReActStepError
-from imp.history import Step, ToolCall
+from imp.history import Step, ToolCall, format_tool_result
 from imp.programs._partial import submitting
 from imp.programs._stream_tap import any_tap, streaming_program
 from imp.programs.predict import ChainOfThought
-from imp.programs.react._messages import result_text
-from imp.programs.react._request import Failure, ask, ends_turn, error_text, refuses_named_choice
+from imp.programs.react._reading import Reading
+from imp.programs.react._request import Failure, ask, ends_turn, error_text
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, TerminationCause, TurnState
 from imp.programs.react._tools import act
 from imp.runtime.deadline import time_left
+from imp.runtime.events import Reasoning
+from imp.runtime.run import emit
 from imp.signature import Field, Signature
+from imp.tools import Tool
 from imp.values import render_value
 
-__all__ = ["EXTRACT_INSTRUCTIONS", "extract", "forced_submit", "last_text", "trajectory_text"]
+__all__ = ["EXTRACT_INSTRUCTIONS", "extract", "last_request", "trajectory_text"]
 
 EXTRACT_INSTRUCTIONS = (
     "The agent's turn was interrupted before it gave its answer. Read the trajectory and give the outputs. "
@@ -34,13 +37,48 @@ EXTRACT_INSTRUCTIONS = (
 )
 
 
-async def last_text(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
+async def last_request(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
+    """The last request: the last text under one text output, else the forced `submit` (`required`
+    with `submit` alone where a named choice is refused; the extractor when no `submit` comes)."""
+    forcing_submit = spec.rule.kind == "submit"
+    roster = spec.roster()
+    named: dict[str, Any] = {"tool_choice": {"type": "function", "function": {"name": SUBMIT}}}
+    if "reasoning_effort" in spec.config:
+        named["reasoning_effort"] = None
+    tries: list[tuple[dict[str, Any] | None, list[Tool] | None]] = [(None, None)]
+    if forcing_submit:
+        tries = [(named, None), ({**named, "tool_choice": "required"}, [roster[SUBMIT]])]
+    reading: Reading | Failure = Failure(cause)
+    for number, (options, offered) in enumerate(tries):
+        # A request may not end on the model's own message: a newest thought-only step moves to the user side.
+        reading = await ask(
+            spec, state, roster, forced=True, options=options, offered=offered, thought_as_user=forcing_submit
+        )
+        if number == 1 and isinstance(reading, Failure):  # `required` failed too
+            if reading.cause in ("context_window_exceeded", "deadline_exceeded"):
+                return Ending(cause=reading.cause)
+            if reading.ends_turn and reading.error is not None and not reading.refuses_named_choice:
+                raise reading.error
+            return await extract(spec, state, cause)
+        if not (isinstance(reading, Failure) and reading.refuses_named_choice):
+            break
+    if isinstance(reading, Failure):  # incomplete at the deadline or a full window; otherwise raised
+        if reading.cause in ("context_window_exceeded", "deadline_exceeded"):
+            return Ending(cause=reading.cause)
+        error = reading.error
+        if error is not None and ends_turn(error):
+            raise error
+        raise ReActStepError(f"the last request of the turn failed: {error}", history=None, cause=error) from error
+    if forcing_submit:
+        return await _submitted(spec, state, roster, reading, cause)
+    return await _last_text(spec, state, roster, reading, cause)
+
+
+async def _last_text(
+    spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], reading: Reading, cause: TerminationCause
+) -> Ending:
     """One text output: an ordinary step whose text is the answer; only `last_request_tools` run."""
     name = spec.rule.text_field
-    roster = spec.roster()
-    reading = await ask(spec, state, roster, forced=True)
-    if isinstance(reading, Failure):
-        return _failed(reading)
     state.finish_reason = reading.response.finish_reason
     if reading.error is not None:
         state.errors.append(error_text(reading.error))
@@ -53,7 +91,8 @@ async def last_text(spec: TurnSpec, state: TurnState, cause: TerminationCause) -
     )
     text = reading.text
     if run_now:
-        ended = await act(spec, state, roster, run_now, None, forced=True, decides=False)
+        state.add_calls(run_now, None)
+        ended = await act(spec, state, roster, decides=False)
         if ended is not None:
             return ended
         if text is not None:
@@ -71,37 +110,18 @@ async def last_text(spec: TurnSpec, state: TurnState, cause: TerminationCause) -
     return Ending({name: text}, "last_text", cause)
 
 
-async def forced_submit(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
-    """The forced `submit`; `required` with `submit` alone where a named choice is refused; then the extractor."""
-    options: dict[str, Any] = {"tool_choice": {"type": "function", "function": {"name": SUBMIT}}}
-    if "reasoning_effort" in spec.config:
-        options["reasoning_effort"] = None
-    roster = spec.roster()
-    # A request may not end on the model's own message: a newest thought-only step moves to the user side.
-    reading = await ask(spec, state, roster, forced=True, options=options, thought_as_user=True)
-    if isinstance(reading, Failure):
-        if not (reading.error is not None and refuses_named_choice(reading.error)):
-            return _failed(reading)
-        reading = await ask(
-            spec,
-            state,
-            roster,
-            forced=True,
-            options={**options, "tool_choice": "required"},
-            offered=[roster[SUBMIT]],
-            thought_as_user=True,
-        )
-        if isinstance(reading, Failure):
-            if reading.cause in ("context_window_exceeded", "deadline_exceeded"):
-                return Ending(cause=reading.cause)
-            if reading.ends_turn and reading.error is not None and not refuses_named_choice(reading.error):
-                raise reading.error
-            return await extract(spec, state, cause)
+async def _submitted(
+    spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], reading: Reading, cause: TerminationCause
+) -> Ending:
+    """The forced `submit`'s reply: its `submit` calls run and end the turn, or the extractor reads the history."""
     submits = [c for c in reading.calls if c.name == SUBMIT]
     if not submits:
         state.add(Step(thought=reading.text, tool_calls=(), results=() if reading.text else None))
         return await extract(spec, state, cause)
-    ending = await act(spec, state, roster, submits, reading.text, forced=True)
+    if reading.text:
+        emit(Reasoning(state.step, reading.text, True))
+    state.add_calls(submits, reading.text)
+    ending = await act(spec, state, roster)
     if ending is None:
         state.errors.extend(str(r.error) for r in state.steps[-1].result_list() if r.error)
         return Ending(cause=cause)
@@ -113,6 +133,9 @@ async def forced_submit(spec: TurnSpec, state: TurnState, cause: TerminationCaus
 async def extract(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
     """A typed extractor with no tools reads the history and fills the outputs."""
     task = spec.task
+    values: dict[str, Any] = {k: v for k, v in spec.inputs.items() if k in task.inputs}
+    values["trajectory"] = trajectory_text([*spec.base[state.cut :], *state.steps], task)
+    values["config"] = {k: v for k, v in spec.config.items() if k not in ("tools", "tool_choice")}
     extractor_sig = Signature(
         [*task.inputs.values(), Field("trajectory", "input", str)],
         list(task.outputs.values()),
@@ -120,9 +143,6 @@ async def extract(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> 
         name="ReActExtract",
     )
     extractor = ChainOfThought.build(extractor_sig, lm=spec.lm, adapter=spec.adapter)
-    values: dict[str, Any] = {k: v for k, v in spec.inputs.items() if k in task.inputs}
-    values["trajectory"] = trajectory_text([*spec.base[state.cut :], *state.steps], task)
-    values["config"] = {k: v for k, v in spec.config.items() if k not in ("tools", "tool_choice")}
     left = time_left()
     try:
         with anyio.fail_after(left) if left is not None else nullcontext():
@@ -149,16 +169,6 @@ async def extract(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> 
     return Ending(outputs, "extracted", cause)
 
 
-def _failed(failure: Failure) -> Ending:
-    """A failed last request: incomplete at the deadline or a full window; otherwise it is raised."""
-    if failure.cause in ("context_window_exceeded", "deadline_exceeded"):
-        return Ending(cause=failure.cause)
-    error = failure.error
-    if error is not None and ends_turn(error):
-        raise error
-    raise ReActStepError(f"the last request of the turn failed: {error}", history=None, cause=error) from error
-
-
 def trajectory_text(steps: Sequence[Step], task: Signature) -> str:
     """A readable transcript of the turn for the extractor: inputs, thoughts, calls with results, notes."""
     lines: list[str] = []
@@ -175,7 +185,7 @@ def trajectory_text(steps: Sequence[Step], task: Signature) -> str:
         for call in step.calls:
             args = json.dumps(dict(call.arguments), ensure_ascii=False, default=str)
             result = results.get(call.id)
-            outcome = result_text(result) if result is not None else "(no result)"
+            outcome = format_tool_result(result) if result is not None else "(no result)"
             lines.append(f"  called {call.name}({args}) -> {outcome}")
         for name in task.outputs:
             if name in step.fields:

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from typing import assert_never
-
 from imp.history import Step
 from imp.prediction import Prediction
-from imp.programs._validate import check
-from imp.programs.react._last import forced_submit, last_text
+from imp.programs._validate import check, refusal
+from imp.programs.react._last import last_request
 from imp.programs.react._request import Failure, ask, error_text
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import Ending, TerminationCause, TurnState
-from imp.programs.react._tools import act, answer_refused
+from imp.programs.react._tools import act
 from imp.records import plain
 from imp.runtime.deadline import deadline_passed
 from imp.runtime.events import Reasoning
 from imp.runtime.run import emit
 
-__all__ = ["end_interrupted", "run_turn"]
+__all__ = ["run_turn"]
 
 
 async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
@@ -45,9 +43,12 @@ async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
             state.errors.append(error_text(reading.error))
             cause = "parse_error"
             break
+        if reading.text and (reading.calls or rule.kind != "text_answer"):  # a thought, not the answer
+            emit(Reasoning(state.step, reading.text))
         if reading.calls:
             state.thoughts = 0
-            ending = await act(spec, state, roster, reading.calls, reading.text, response=reading.response)
+            state.add_calls(reading.calls, reading.text, reading.response)
+            ending = await act(spec, state, roster)
             if ending is not None:
                 return ending
             continue
@@ -56,7 +57,14 @@ async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
             break
         if rule.kind == "text_answer":
             if spec.validate is not None:
-                why = await answer_refused(spec, state, {rule.text_field: reading.text})
+                why = await refusal(
+                    spec.validate,
+                    {rule.text_field: reading.text},
+                    state.refused,
+                    spec.max_retries,
+                    program="ReAct",
+                    label="imp.react",
+                )
                 if why is not None:  # the answer is replayed as not sent, then why; the turn goes on
                     state.add(Step(thought=reading.text, tool_calls=(), results=()))
                     state.add(Step(note=f"Your answer was not accepted: {why}", tool_calls=(), results=()))
@@ -65,31 +73,20 @@ async def run_turn(spec: TurnSpec, state: TurnState) -> Ending:
             state.add(Step(fields={rule.text_field: reading.text}, tool_calls=()))
             return Ending({rule.text_field: reading.text}, "answered")
         state.add(Step(thought=reading.text, tool_calls=(), results=()))
-        emit(Reasoning(state.step, reading.text))
         state.thoughts += 1
         if state.thoughts >= rule.thoughts_in_a_row:
             cause = "empty_tool_calls"
             break
-    return await end_interrupted(spec, state, cause)
-
-
-async def end_interrupted(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
-    """The ending of an interrupted turn: one last request (the last text, or the forced `submit`),
-    unless the deadline has passed or only a `finish_on` tool may end the turn."""
-    kind = spec.rule.kind
+    # Interrupted: one last request (the last text, or the forced `submit`), unless the deadline has
+    # passed or only a `finish_on` tool may end the turn.
     if deadline_passed():
         return Ending(cause="deadline_exceeded")
-    if kind == "tools":
+    if rule.kind == "tools":
         return Ending(cause=cause)
     if spec.note:
         state.add(Step(note=spec.note, tool_calls=(), results=()))
     state.step += 1
-    if kind == "text_answer":
-        ending = await last_text(spec, state, cause)
-    elif kind == "submit":
-        ending = await forced_submit(spec, state, cause)
-    else:
-        assert_never(kind)
+    ending = await last_request(spec, state, cause)
     if ending.outputs is not None and spec.validate is not None:
         # The turn's requests are spent: a refused last answer leaves the turn incomplete, with the reason.
         reason = await check(spec.validate, Prediction(dict(ending.outputs)))

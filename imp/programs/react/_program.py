@@ -26,7 +26,7 @@ from imp.programs.react._last import EXTRACT_INSTRUCTIONS
 from imp.programs.react._loop import run_turn
 from imp.programs.react._messages import demo_steps
 from imp.programs.react._resume import check_paused, resume_turn
-from imp.programs.react._spec import NOT_SENT, FinishRule, TurnSpec, check_outputs, episode_boundaries, rule_for
+from imp.programs.react._spec import NOT_SENT, FinishRule, TurnSpec, episode_boundaries, rule_for
 from imp.programs.react._state import (
     CALLS_FIELD,
     SUBMIT,
@@ -36,6 +36,7 @@ from imp.programs.react._state import (
     HistoryReplay,
     TurnState,
 )
+from imp.programs.react._tools import check_outputs
 from imp.runtime.budget import BudgetExceeded, reserve_tool_calls
 from imp.runtime.deadline import self_ending
 from imp.runtime.usage import track_usage
@@ -463,7 +464,7 @@ def _check_finish(value: object) -> None:
 
 
 def react(
-    signature: SignatureLike | type[Signature], tools: Sequence[Tool | Callable[..., Any]], **options: Any
+    signature: SignatureLike | type[Signature], tools: Sequence[Tool | Callable[..., object]], **options: object
 ) -> ReAct:
     """A ReAct program (native tool calls, `submit` or a text answer) over `tools`: `imp.tool`s, or plain functions (made tools with
     `imp.tool`). Options: `lm`, `adapter`, `demos`, `config`, `adapter_opts`, `max_iters`, `finish`,

@@ -1,9 +1,8 @@
-"""One step's request and how its reply is read: tool calls (native, or written as JSON text), text,
-or why the request failed."""
+"""One step's request: sent (older episodes left out while the context window is full), then read
+(`_reading`), or why it failed."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
@@ -13,9 +12,7 @@ from typing import Any
 import anyio
 
 from imp._redact import redact_text
-from imp.adapters.json import find_json_object
 from imp.errors import (
-    AdapterParseError,
     AuthenticationError,
     BadRequest,
     ContextWindowExceeded,
@@ -23,29 +20,25 @@ from imp.errors import (
     QuotaExceeded,
     ToolChoiceUnsupported,
 )
-from imp.history import ToolCall
 from imp.models.base import LMResponse
 from imp.programs._partial import submitting
 from imp.programs._stream_tap import current_tap
 from imp.programs.predict import LoopStep, request
 from imp.programs.react._messages import step_messages
+from imp.programs.react._reading import Reading, read_reply
 from imp.programs.react._spec import TurnSpec
-from imp.programs.react._state import CALLS_FIELD, SUBMIT, TerminationCause, TurnState
+from imp.programs.react._state import SUBMIT, TerminationCause, TurnState
 from imp.runtime.deadline import time_left
 from imp.runtime.events import ContextProjected
 from imp.runtime.run import emit
 from imp.tools import Tool
-from imp.values import load_json, unwrap_fence
 
 __all__ = [
     "MAX_PROJECTION_RETRIES",
     "Failure",
-    "MALFORMED_TOOL_CALL",
-    "Reading",
     "ask",
     "ends_turn",
     "error_text",
-    "refuses_named_choice",
 ]
 
 MAX_PROJECTION_RETRIES = 8
@@ -63,15 +56,11 @@ class Failure:
         """Whether the error ends the turn at once, without a last request, raised with the history."""
         return self.error is not None and ends_turn(self.error)
 
-
-@dataclass(frozen=True, slots=True)
-class Reading:
-    """A step's reply as the loop reads it: its calls, its text (a thought or the answer), or a parse error."""
-
-    response: LMResponse
-    calls: list[ToolCall]
-    text: str | None = None
-    error: AdapterParseError | None = None
+    @property
+    def refuses_named_choice(self) -> bool:
+        """Whether the server refused a named `tool_choice` (Meta's models through OpenRouter support
+        only `auto`): the forced `submit` steps down to `required`."""
+        return isinstance(self.error, ToolChoiceUnsupported)
 
 
 def ends_turn(error: LMError) -> bool:
@@ -81,11 +70,6 @@ def ends_turn(error: LMError) -> bool:
     if isinstance(error, ContextWindowExceeded | ToolChoiceUnsupported):
         return False
     return isinstance(error, AuthenticationError | QuotaExceeded | BadRequest)
-
-
-def refuses_named_choice(error: LMError) -> bool:
-    """A refusal of a named `tool_choice` (Meta's models through OpenRouter support only `auto`)."""
-    return isinstance(error, ToolChoiceUnsupported)
 
 
 def error_text(exc: BaseException) -> str:
@@ -107,7 +91,7 @@ async def ask(
     response = await _send(
         spec, state, roster, forced=forced, options=options, offered=offered, thought_as_user=thought_as_user
     )
-    return response if isinstance(response, Failure) else _read(spec, state, response)
+    return response if isinstance(response, Failure) else read_reply(spec, state, response)
 
 
 async def _send(
@@ -191,98 +175,3 @@ async def _send(
             return Failure("context_window_exceeded", exc)
         return Failure("prediction_error", exc)
     raise AssertionError("the retry loop always returns or raises")
-
-
-def _read(spec: TurnSpec, state: TurnState, response: LMResponse) -> Reading:
-    """The step's tool calls and its text (thought or answer), or the parse error."""
-    calls = [
-        c if c.id else ToolCall(f"call_{state.step}_{i}", c.name, c.arguments)
-        for i, c in enumerate(response.tool_calls)
-    ]
-    text = response.text or ""
-    text_field = spec.rule.text_field
-    if not text.strip() and response.fields and not calls:
-        value = response.fields.get(text_field)
-        text = value if isinstance(value, str) else ""
-    if not text.strip():
-        return Reading(response, calls)
-    # A model with native tools that wrote its calls as JSON text instead; in the written layout the
-    # adapter's own reading comes first, so a thought and every call survive.
-    if not calls and not spec.written:
-        written = extract_written_calls(text, state.step)
-        if written:
-            return Reading(response, written)
-    try:
-        parsed = spec.adapter.parse_text(spec.step_signature, text)
-    except AdapterParseError as exc:
-        if calls:
-            return Reading(response, calls, text.strip())
-        written = extract_written_calls(text, state.step) if spec.written else []
-        return Reading(response, written) if written else Reading(response, [], None, exc)
-    if spec.written and not calls:
-        calls = [
-            call if call.id else ToolCall(f"call_{state.step}_{i}", call.name, call.arguments)
-            for i, call in enumerate(written_calls(parsed.get(CALLS_FIELD) or [], state.step))
-        ]
-    value = parsed.get(text_field)
-    return Reading(response, calls, value if isinstance(value, str) and value.strip() else None)
-
-
-# --- calls written as text ---------------------------------------------------------------------
-
-MALFORMED_TOOL_CALL = "__imp_malformed_tool_call__"
-_NAME_KEYS = ("name", "tool", "tool_name", "function")
-_ARG_KEYS = ("arguments", "args", "parameters", "input")
-
-
-def _as_call(item: object, step: int, index: int) -> ToolCall | None:
-    if not isinstance(item, Mapping):
-        return None
-    fn = item.get("function")
-    source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else item
-    name = next((source[k] for k in _NAME_KEYS if isinstance(source.get(k), str)), None)
-    args = next((source[k] for k in _ARG_KEYS if k in source), None)
-    if isinstance(args, str):
-        try:
-            args = load_json(args)
-        except ValueError:
-            args = None
-    call_id = str(item.get("id") or f"call_{step}_{index}")
-    if name is None or not isinstance(args, Mapping | type(None)):
-        return ToolCall(call_id, MALFORMED_TOOL_CALL, {"received": json.dumps(item, default=str)[:2000]})
-    return ToolCall(call_id, name, dict(args or {}))
-
-
-def extract_written_calls(text: str, step: int) -> list[ToolCall]:
-    """Tool calls a model wrote as JSON text instead of making them (`{"tool": ..., "args": ...}` and kin)."""
-    body = unwrap_fence(text.strip()).strip()
-    if not body.startswith(("{", "[")):
-        block = find_json_object(body)
-        if block is None or len(block) < len(body) * 0.6:
-            return []
-        body = block
-    try:
-        value = load_json(body)
-    except ValueError:
-        return []
-    items: list[Any]
-    if isinstance(value, Mapping) and isinstance(value.get("tool_calls"), list):
-        items = list(value["tool_calls"])
-    elif isinstance(value, Mapping) and any(k in value for k in _NAME_KEYS) and any(k in value for k in _ARG_KEYS):
-        items = [value]
-    elif (
-        isinstance(value, list)
-        and value
-        and all(isinstance(v, Mapping) and any(k in v for k in _NAME_KEYS) for v in value)
-    ):
-        items = list(value)
-    else:
-        return []
-    calls = [_as_call(item, step, i) for i, item in enumerate(items)]
-    return [c for c in calls if c is not None]
-
-
-def written_calls(items: Sequence[object], step: int) -> list[ToolCall]:
-    """The calls an LM wrote in its `tool_calls` output."""
-    calls = [_as_call(item, step, index) for index, item in enumerate(items)]
-    return [c for c in calls if c is not None]

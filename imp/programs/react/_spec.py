@@ -18,10 +18,9 @@ from imp.models.base import LM
 from imp.programs.predict import Validator
 from imp.programs.react._state import SUBMIT, THOUGHT_FIELD, FinishMode, FinishOn, HistoryReplay
 from imp.signature import Signature
-from imp.tools import Tool, ToolError, ToolPolicy
-from imp.values import CoercionError, coerce_value
+from imp.tools import Tool, ToolPolicy
 
-__all__ = ["NOT_SENT", "FinishRule", "RuleKind", "TurnSpec", "check_outputs", "episode_boundaries", "rule_for"]
+__all__ = ["NOT_SENT", "FinishRule", "RuleKind", "TurnSpec", "episode_boundaries", "rule_for"]
 
 NOT_SENT = "Your message above was not sent."
 
@@ -126,17 +125,6 @@ class TurnSpec:
         if SUBMIT in self.tools:
             roster[SUBMIT] = self.tools[SUBMIT]
         return roster
-
-
-def check_outputs(signature: Signature, values: Mapping[str, object], tool_name: str) -> dict[str, Any]:
-    """Outputs given to `submit` or by a `finish_on`, each coerced to its field's type (a refusal when they do not fit)."""
-    missing = [n for n in signature.outputs if n not in values]
-    if missing:
-        raise ToolError(f"{tool_name} is missing: {', '.join(missing)}", outcome="refused")
-    try:
-        return {name: coerce_value(field, values[name]) for name, field in signature.outputs.items()}
-    except CoercionError as exc:
-        raise ToolError(f"{tool_name} got outputs that do not fit: {exc}", outcome="refused") from None
 
 
 def episode_boundaries(base: History, output_names: Sequence[str]) -> list[int]:

@@ -8,11 +8,12 @@ reads them back (versioned), so a turn can be kept outside the process that ran 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from imp.history import History, Step, ToolCall
+from imp.models.base import LMResponse
 from imp.records import plain
 
 __all__ = [
@@ -154,6 +155,24 @@ class TurnState:
             self.unrecorded = {}
         self.steps.append(step)
         return step
+
+    def add_calls(
+        self,
+        calls: Sequence[ToolCall],
+        thought: str | None,
+        response: LMResponse | None = None,
+    ) -> Step:
+        """Record a step that makes `calls` (with the thought written beside them and the reply's
+        reasoning), before they run: the calls' results are put on it as they come."""
+        return self.add(
+            Step(
+                thought=thought or None,
+                tool_calls=tuple(calls),
+                results=(),
+                reasoning=response.reasoning or None if response is not None else None,
+                reasoning_data=response.reasoning_data if response is not None else None,
+            )
+        )
 
     def recorded(self, base: History) -> History:
         """The history to hand out as the turn ends: the call's inputs kept even when no step recorded them."""

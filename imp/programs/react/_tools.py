@@ -9,21 +9,18 @@ from typing import Any
 
 import anyio
 
-from imp.errors import ValidationFailed
-from imp.history import Step, ToolCall, ToolResult
-from imp.models.base import LMResponse
-from imp.prediction import Prediction
-from imp.programs._validate import check, refused
-from imp.programs.react._spec import TurnSpec, check_outputs
+from imp.history import ToolCall, ToolResult
+from imp.programs._validate import refusal
+from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, Finish, TurnState
-from imp.records import plain
 from imp.runtime.budget import reserve_tool_calls
 from imp.runtime.deadline import time_left
-from imp.runtime.events import Reasoning
-from imp.runtime.run import current_run, emit
+from imp.runtime.run import current_run
+from imp.signature import Signature
 from imp.tools import Tool, ToolError, forward_tool_event, run_tool_calls
+from imp.values import CoercionError, coerce_value
 
-__all__ = ["Ran", "act", "answer_refused", "decide", "run_calls", "validate_submit"]
+__all__ = ["Ran", "act", "check_outputs", "decide", "run_calls", "validate_submit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,13 +31,12 @@ class Ran:
     timed_out: bool = False
 
 
-async def run_calls(
-    spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], calls: Sequence[ToolCall], step: Step
-) -> Ran:
+async def run_calls(spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], calls: Sequence[ToolCall]) -> Ran:
     """Run the calls under the program's policy, the run's authorization and the deadline.
 
     If anything but the deadline stops them (a cancellation, `ExecutionCancelled`, a budget that has no
-    tool calls left for them), the step is recorded with the results so far before the exception goes on.
+    tool calls left for them), the results so far are put on the step recorded for the calls before
+    the exception goes on.
     """
     run = current_run()
     results: list[ToolResult] = []
@@ -59,7 +55,7 @@ async def run_calls(
     except TimeoutError:
         return Ran(tuple(results), timed_out=True)
     except BaseException:
-        state.add(replace(step, results=tuple(results)))
+        state.steps[-1] = replace(state.steps[-1], results=tuple(results))
         raise
     return Ran(tuple(results))
 
@@ -92,13 +88,26 @@ def decide(
     return None, tuple(checked_results)
 
 
+def check_outputs(signature: Signature, values: Mapping[str, object], tool_name: str) -> dict[str, Any]:
+    """Outputs given to `submit` or by a `finish_on`, each coerced to its field's type (a refusal when they do not fit)."""
+    missing = [n for n in signature.outputs if n not in values]
+    if missing:
+        raise ToolError(f"{tool_name} is missing: {', '.join(missing)}", outcome="refused")
+    try:
+        return {name: coerce_value(field, values[name]) for name, field in signature.outputs.items()}
+    except CoercionError as exc:
+        raise ToolError(f"{tool_name} got outputs that do not fit: {exc}", outcome="refused") from None
+
+
 async def validate_submit(
     spec: TurnSpec, state: TurnState, calls: Sequence[ToolCall], results: tuple[ToolResult, ...], ending: Ending
 ) -> tuple[Ending | None, tuple[ToolResult, ...]]:
     """Ask the program's validator about `submit`'s outputs: accepted, the turn ends; refused, the
     `submit` call's result is the reason the model reads, and the turn goes on."""
-    outputs = dict(ending.outputs or {})
-    reason = await answer_refused(spec, state, outputs)
+    assert spec.validate is not None
+    reason = await refusal(
+        spec.validate, dict(ending.outputs or {}), state.refused, spec.max_retries, program="ReAct", label="imp.react"
+    )
     if reason is None:
         return ending, results
     checked = list(results)
@@ -110,63 +119,29 @@ async def validate_submit(
     return None, tuple(checked)
 
 
-async def answer_refused(spec: TurnSpec, state: TurnState, outputs: Mapping[str, Any]) -> str | None:
-    """The validator's reason for refusing an answer (None: accepted), reported; past `max_retries`
-    refusals, `imp.ValidationFailed` with every refused answer."""
-    assert spec.validate is not None
-    reason = await check(spec.validate, Prediction(dict(outputs)))
-    if reason is None:
-        return None
-    state.refused.append({"outputs": plain(outputs), "reason": reason})
-    if len(state.refused) > spec.max_retries:
-        raise ValidationFailed(
-            f"imp.react's validator refused {len(state.refused)} answer(s) (max_retries={spec.max_retries}); "
-            f"the last: {reason}",
-            attempts=state.refused,
-        )
-    refused(len(state.refused), reason, "ReAct")
-    return reason
-
-
-async def act(
-    spec: TurnSpec,
-    state: TurnState,
-    roster: Mapping[str, Tool],
-    calls: Sequence[ToolCall],
-    thought: str | None,
-    *,
-    response: LMResponse | None = None,
-    forced: bool = False,
-    decides: bool = True,
-) -> Ending | None:
-    """Run a step's calls, record the step, and say how the turn ends if it ends here.
+async def act(spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], *, decides: bool = True) -> Ending | None:
+    """Run the calls of the step just recorded (the newest of `state.steps`, recorded by the caller
+    with `TurnState.add_calls`), put their results on it, and say how the turn ends if it ends here.
 
     The deadline passing while the tools run ends the turn `incomplete` (`deadline_exceeded`). A
     call left `deferred` (it waits for a decision from outside the run) pauses the turn
     (`awaiting_approval`) before anything decides whether the step ends it: the resumed turn decides,
     with every result in hand.
     """
-    if thought:
-        emit(Reasoning(state.step, thought, forced))
-    step = Step(
-        thought=thought or None,
-        tool_calls=tuple(calls),
-        results=(),
-        reasoning=response.reasoning or None if response is not None else None,
-        reasoning_data=response.reasoning_data if response is not None else None,
-    )
-    ran = await run_calls(spec, state, roster, calls, step)
+    step = state.steps[-1]
+    calls = step.calls
+    ran = await run_calls(spec, state, roster, calls)
     if ran.timed_out:
-        state.add(replace(step, results=ran.results))
+        state.steps[-1] = replace(step, results=ran.results)
         return Ending(cause="deadline_exceeded")
     if any(result.outcome == "deferred" for result in ran.results):
-        state.add(replace(step, results=ran.results))
+        state.steps[-1] = replace(step, results=ran.results)
         return Ending(reason="awaiting_approval")
     ending, results = decide(spec, calls, ran.results) if decides else (None, ran.results)
     if ending is not None and ending.reason == "submit" and spec.validate is not None:
         ending, results = await validate_submit(spec, state, calls, results, ending)
     step = replace(step, results=results)
     if ending is not None and ending.outputs is not None:
-        step = replace(step, fields=dict(ending.outputs))
-    state.add(step)
+        step = replace(step, fields={**step.fields, **ending.outputs})
+    state.steps[-1] = step
     return ending
