@@ -15,7 +15,7 @@ server at `IMP_DBOS_POSTGRES`). DBOS's SQLite file lives in shared memory (/dev/
 one: a process kill leaves the operating system's buffers alone, so the disk's fsyncs test nothing
 here and would cost most of the tier's time. `IMP_CRASH_RUNS` scales the runs per scenario: 1 gives
 30 react turns, 30 composite programs, 10 evaluations of 1,000 rows and 30 turns paused twice for
-approval (100 runs of the first three per journal, and the approvals); without it (`make test`) 5,
+approval (100 runs per journal); without it (`make test`) 5,
 5, 1 and 5.
 """
 
