@@ -19,6 +19,8 @@ from typing import Any, Literal, Union
 
 import pydantic
 
+from imp.adapters._split import json_escape
+
 __all__ = ["MISSING", "JSONTree", "Node", "TagTree", "members", "typed"]
 
 MISSING: Any = object()
@@ -51,7 +53,6 @@ _OPENS: dict[str, tuple[Literal["text", "atom", "seq", "obj"], str]] = {
 }
 _MAY_CLOSE = frozenset({"key_or_end", "value_or_end", "after"})
 _CLOSES = {"]": "seq", "}": "obj"}
-_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
 class JSONTree:
@@ -95,7 +96,7 @@ class JSONTree:
                     changed |= self._close()
                     i += 1
                     continue
-                decoded = _escape(buf, i)
+                decoded = json_escape(buf, i)
                 if decoded is None:
                     break  # an escape cut by the chunk's end
                 top.items.append(decoded[0])
@@ -104,7 +105,7 @@ class JSONTree:
                 continue
             if state == "key":
                 if c == "\\":
-                    decoded = _escape(buf, i)
+                    decoded = json_escape(buf, i)
                     if decoded is None:
                         break
                     self.key.append(decoded[0])
@@ -286,25 +287,6 @@ class TagTree:
         """The value's text ended."""
         while self.stack:
             self._close()
-
-
-def _escape(buf: str, i: int) -> tuple[str, int] | None:
-    if i + 1 >= len(buf):
-        return None
-    kind = buf[i + 1]
-    if kind != "u":
-        return _ESCAPES.get(kind, kind), 2
-    if i + 6 > len(buf):
-        return None
-    digits = buf[i + 2 : i + 6]
-    code = int(digits, 16) if re.fullmatch(r"[0-9a-fA-F]{4}", digits) else 0xFFFD
-    if 0xD800 <= code < 0xDC00:
-        if i + 12 > len(buf):
-            return None
-        low = buf[i + 8 : i + 12]
-        if buf[i + 6 : i + 8] == "\\u" and re.fullmatch(r"[0-9a-fA-F]{4}", low):
-            return chr(0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00)), 12
-    return chr(code), 6
 
 
 # --- typed values ------------------------------------------------------------------------------

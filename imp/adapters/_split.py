@@ -27,6 +27,7 @@ __all__ = [
     "PlainOrFields",
     "Splitter",
     "WholeReply",
+    "json_escape",
     "prefilled",
     "with_plain_text",
 ]
@@ -190,7 +191,7 @@ class JSONSplitter:
                     self._state = "done"
             elif state == "key" or state == "string":
                 if c == "\\":
-                    decoded = _json_escape(buf, self._i)
+                    decoded = json_escape(buf, self._i)
                     if decoded is None:
                         break  # an escape cut by the chunk's end
                     char, width = decoded
@@ -297,7 +298,7 @@ class JSONSplitter:
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
-def _json_escape(buf: str, i: int) -> tuple[str, int] | None:
+def json_escape(buf: str, i: int) -> tuple[str, int] | None:
     """The character a JSON escape at `buf[i]` stands for and its width, or None when it is cut."""
     if i + 1 >= len(buf):
         return None
