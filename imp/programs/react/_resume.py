@@ -3,8 +3,9 @@
 The turn paused on its newest step, whose `deferred` results stand for the calls waiting. Resuming
 fills those results: an approved call runs now with exactly the arguments approved, a denial becomes
 the refusal the model reads, a result given from outside stands as given. Calls of that step that
-ran before the pause keep their results and never run again. Then the step is decided as any step
-is (a `submit` beside a deferred call ends the turn now), and the loop continues.
+ran before the pause keep their results and never run again. Then the step is settled as any step
+is (a `submit` beside a deferred call ends the turn now, once the program's validator accepts it),
+and the loop continues.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from imp.history import Step, ToolCall, ToolResult
 from imp.programs.pending import Pending, Resolution
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import Ending, TurnState
-from imp.programs.react._tools import decide
+from imp.programs.react._tools import settle
 from imp.runtime.deadline import deadline_passed, time_left
 from imp.runtime.run import current_run
 from imp.tools import ToolEvent, forward_tool_event, run_tool_calls
@@ -59,7 +60,7 @@ def check_paused(pending: Pending, state: TurnState) -> Step:
 
 
 async def resume_turn(spec: TurnSpec, state: TurnState, resumed: Resumed) -> Ending | None:
-    """Run the decided calls into the paused step and decide the step: how the turn ends, or None
+    """Run the decided calls into the paused step and settle it (`_tools.settle`): how the turn ends, or None
     when it goes on."""
     step, resolution = resumed.step, resumed.resolution
     approved = {call.id: call for call in resolution.run}
@@ -96,12 +97,7 @@ async def resume_turn(spec: TurnSpec, state: TurnState, resumed: Resumed) -> End
         state.steps[-1] = replace(step, tool_calls=calls, results=_in_order(calls, results))
     if timed_out:
         return Ending(cause="deadline_exceeded")
-    paused = state.steps[-1]
-    ending, checked = decide(spec, calls, paused.results or ())
-    state.steps[-1] = replace(paused, results=checked)
-    if ending is not None and ending.outputs is not None:
-        state.steps[-1] = replace(state.steps[-1], fields={**paused.fields, **ending.outputs})
-    return ending
+    return await settle(spec, state, state.steps[-1].results or ())
 
 
 def _in_order(calls: tuple[ToolCall, ...], results: Mapping[str, ToolResult]) -> tuple[ToolResult, ...]:

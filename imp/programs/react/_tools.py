@@ -20,7 +20,7 @@ from imp.signature import Signature
 from imp.tools import Tool, ToolError, forward_tool_event, run_tool_calls
 from imp.values import CoercionError, coerce_value
 
-__all__ = ["Ran", "act", "check_outputs", "decide", "run_calls", "validate_submit"]
+__all__ = ["Ran", "act", "check_outputs", "decide", "run_calls", "settle", "validate_submit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +137,21 @@ async def act(spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], *, d
     if any(result.outcome == "deferred" for result in ran.results):
         state.steps[-1] = replace(step, results=ran.results)
         return Ending(reason="awaiting_approval")
-    ending, results = decide(spec, calls, ran.results) if decides else (None, ran.results)
+    return await settle(spec, state, ran.results, decides=decides)
+
+
+async def settle(
+    spec: TurnSpec, state: TurnState, results: tuple[ToolResult, ...], *, decides: bool = True
+) -> Ending | None:
+    """Put the results on the newest step (its calls all answered) and say whether it ends the turn: a
+    `submit` the program's validator refuses leaves the turn going on; an ending's outputs go on the step.
+
+    A step run now and a paused step whose waiting calls were decided are settled here alike, so a
+    `submit` made beside a call that waited is checked by the validator once the call is decided.
+    """
+    step = state.steps[-1]
+    calls = step.calls
+    ending, results = decide(spec, calls, results) if decides else (None, results)
     if ending is not None and ending.reason == "submit" and spec.validate is not None:
         ending, results = await validate_submit(spec, state, calls, results, ending)
     step = replace(step, results=results)

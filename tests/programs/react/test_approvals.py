@@ -461,3 +461,28 @@ async def test_react_trajectory_pauses_and_resumes(decision: str) -> None:
     )
     with pytest.raises(imp.ResumeError, match="paused by react_trajectory"):
         await imp.call(imp.react(SIG, [refund], lm=lm), resume=pending, decisions={"call_2": imp.Allow()})
+
+
+async def test_a_submit_beside_a_deferred_call_is_checked_by_the_validator_once_the_call_is_decided() -> None:
+    # The submit was made before the call waited; the resumed step is settled as any step is, so the
+    # validator reads its outputs, refuses them, and the model reads why before it calls submit again.
+    sig = imp.signature("ticket -> team: enum[atlas,harbor], contact: string")
+    reasons: list[str] = []
+
+    def maya(prediction: imp.Prediction) -> None:
+        if prediction.contact != "Maya":
+            reasons.append(prediction.contact)
+            raise imp.Retry("atlas's on-call engineer is Maya")
+
+    step = {"tool_calls": [call("r", "refund", order="o", amount=1), call("s", "submit", team="atlas", contact="Bob")]}
+    lm = imp.ScriptedLM([step, {"tool_calls": [call("s2", "submit", team="atlas", contact="Maya")]}])
+    agent = imp.react(sig, [refund], lm=lm, validate=maya)
+    pending = _through_json((await imp.call(agent, ticket="t")).metadata.pending)
+    assert reasons == []  # nothing decides a step while one of its calls waits
+    done = await imp.call(agent, resume=pending, decisions={"r": imp.Allow()})
+    assert done.complete and done.metadata.termination_reason == "submit" and done.contact == "Maya"
+    assert reasons == ["Bob"] and len(lm.requests) == 2
+    assert "atlas's on-call engineer is Maya" in str(lm.requests[1].messages[-1]["content"])
+    paused_step = done.metadata.history[-2]
+    assert [(r.name, r.outcome) for r in paused_step.result_list()] == [("refund", "result"), ("submit", "refused")]
+    assert RAN == [("refund", {"order": "o", "amount": 1.0})]
