@@ -152,6 +152,73 @@ async def test_a_validator_under_react_checks_a_text_answer() -> None:
     assert "answer yes or nothing" in str(lm.requests[1].messages[-1]["content"])
 
 
+@imp.tool
+def lookup(order: str) -> str:
+    """Look up an order."""
+    return f"{order}: paid"
+
+
+LOOKUP = {"tool_calls": [{"id": "l1", "name": "lookup", "arguments": {"order": "o1"}}]}
+EXTRACTED = {"reasoning": "from the trajectory", "team": "atlas", "contact": "Bob"}
+
+
+@pytest.mark.parametrize(
+    ("replies", "reason"),
+    [
+        ([LOOKUP, _submit("f", "Bob")], "forced_submit"),
+        ([LOOKUP, "I would say Bob.", EXTRACTED], "extracted"),
+    ],
+    ids=["forced_submit", "extracted"],
+)
+@pytest.mark.parametrize("max_retries", [0, 2])
+async def test_the_last_answer_of_an_interrupted_turn_is_checked_once_and_a_refusal_leaves_it_incomplete(
+    replies: list[Any], reason: str, max_retries: int
+) -> None:
+    # No request is left to re-ask with: the validator reads the answer once, a refusal ends the turn
+    # incomplete with `invalid_answer` (never `imp.ValidationFailed`, whatever `max_retries` says).
+    seen: list[str] = []
+
+    def maya_counted(prediction: imp.Prediction) -> None:
+        seen.append(prediction.contact)
+        maya(prediction)
+
+    lm = imp.ScriptedLM(replies)
+    agent = imp.react(TEAM, [lookup], lm=lm, validate=maya_counted, max_retries=max_retries, max_iters=1)
+    prediction = await imp.call(agent, ticket="t")
+    assert seen == ["Bob"] and len(lm.requests) == len(replies)
+    assert not prediction.complete and prediction.metadata.termination_reason == "incomplete"
+    assert prediction.metadata.termination_cause == "invalid_answer"
+    assert prediction.metadata.termination_error == ["the answer was not accepted: atlas's on-call engineer is Maya"]
+    assert prediction.metadata.history[-1].fields["contact"] == "Bob"  # the refused answer stays in the history
+
+    accepted = (
+        [*replies[:-1], _submit("f", "Maya")]
+        if reason == "forced_submit"
+        else [*replies[:-1], {**EXTRACTED, "contact": "Maya"}]
+    )
+    seen.clear()
+    agent = imp.react(TEAM, [lookup], lm=imp.ScriptedLM(accepted), validate=maya_counted, max_iters=1)
+    prediction = await imp.call(agent, ticket="t")
+    assert prediction.complete and prediction.metadata.termination_reason == reason and prediction.contact == "Maya"
+    assert seen == ["Maya"]  # asked once, not once by the step and again by the loop
+
+
+async def test_a_refused_last_text_leaves_the_turn_incomplete() -> None:
+    sig = imp.signature("question -> answer")
+    seen: list[str] = []
+
+    def yes(prediction: imp.Prediction) -> None:
+        seen.append(prediction.answer)
+        if prediction.answer != "yes":
+            raise imp.Retry("answer yes")
+
+    lm = imp.ScriptedLM([LOOKUP, "no"])
+    prediction = await imp.call(imp.react(sig, [lookup], lm=lm, validate=yes, max_iters=1), question="q")
+    assert seen == ["no"] and not prediction.complete
+    assert prediction.metadata.termination_cause == "invalid_answer"
+    assert prediction.metadata.termination_error == ["the answer was not accepted: answer yes"]
+
+
 async def test_a_function_program_takes_a_validator() -> None:
     lm = imp.ScriptedLM([{"answer": 5}, {"answer": 4}])
 

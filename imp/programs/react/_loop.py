@@ -154,7 +154,7 @@ async def _last_request(spec: TurnSpec, state: TurnState, cause: TerminationCaus
                 step = Step(fields={name: text}, tool_calls=())
         if step is not None:
             state.add(step)
-        ended = await act(spec, state, roster, decides=forcing_submit) if run else None
+        ended = await act(spec, state, roster, decides=forcing_submit, re_asks=False) if run else None
         # How the turn ends.
         if not forcing_submit:
             if ended is not None:

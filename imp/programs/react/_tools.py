@@ -119,7 +119,9 @@ async def validate_submit(
     return None, tuple(checked)
 
 
-async def act(spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], *, decides: bool = True) -> Ending | None:
+async def act(
+    spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], *, decides: bool = True, re_asks: bool = True
+) -> Ending | None:
     """Run the calls of the step just recorded (the newest of `state.steps`, recorded by the caller
     with `TurnState.add_calls`), put their results on it, and say how the turn ends if it ends here.
 
@@ -137,14 +139,16 @@ async def act(spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], *, d
     if any(result.outcome == "deferred" for result in ran.results):
         state.steps[-1] = replace(step, results=ran.results)
         return Ending(reason="awaiting_approval")
-    return await settle(spec, state, ran.results, decides=decides)
+    return await settle(spec, state, ran.results, decides=decides, re_asks=re_asks)
 
 
 async def settle(
-    spec: TurnSpec, state: TurnState, results: tuple[ToolResult, ...], *, decides: bool = True
+    spec: TurnSpec, state: TurnState, results: tuple[ToolResult, ...], *, decides: bool = True, re_asks: bool = True
 ) -> Ending | None:
     """Put the results on the newest step (its calls all answered) and say whether it ends the turn: a
     `submit` the program's validator refuses leaves the turn going on; an ending's outputs go on the step.
+    With `re_asks=False` (the last request: no request is left to re-ask with) the validator is not
+    asked here; the loop checks that answer once, and a refusal leaves the turn incomplete.
 
     A step run now and a paused step whose waiting calls were decided are settled here alike, so a
     `submit` made beside a call that waited is checked by the validator once the call is decided.
@@ -152,7 +156,7 @@ async def settle(
     step = state.steps[-1]
     calls = step.calls
     ending, results = decide(spec, calls, results) if decides else (None, results)
-    if ending is not None and ending.reason == "submit" and spec.validate is not None:
+    if ending is not None and ending.reason == "submit" and spec.validate is not None and re_asks:
         ending, results = await validate_submit(spec, state, calls, results, ending)
     step = replace(step, results=results)
     if ending is not None and ending.outputs is not None:
