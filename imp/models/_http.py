@@ -38,12 +38,12 @@ from imp.models._log import log_retry, log_step_down
 from imp.models._media_wire import encode_body
 from imp.models._options import ChatOptions, Defaults, Options, check_client_settings, check_options
 from imp.models._prices import Prices, as_prices, priced
+from imp.models._response import as_deltas
 from imp.models._stepdown import StepDowns
 from imp.models._stream import (
     EmptyStream,
     StreamReader,
     StreamState,
-    as_deltas,
     empty_stream_error,
     malformed,
     read_json,

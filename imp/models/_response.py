@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 from imp._frozen import fast_init
 from imp.media import MediaKind
+from imp.models._wire import wire_arguments
 from imp.records import NO_USAGE, ToolCall, Usage
 
-__all__ = ["FinishReason", "LMCapabilities", "LMResponse", "ResponseFormatSupport", "StreamEvent"]
+__all__ = ["FinishReason", "LMCapabilities", "LMResponse", "ResponseFormatSupport", "StreamEvent", "as_deltas"]
 
 ResponseFormatSupport = Literal["none", "json_object", "json_schema"]
 """How much structured output an LM accepts through `response_format`."""
@@ -82,3 +83,21 @@ class StreamEvent:
     tool_name: str | None = None
     tool_call_id: str | None = None
     response: LMResponse | None = None
+
+
+def as_deltas(response: LMResponse) -> list[StreamEvent]:
+    """A whole response handed on as a stream: its reasoning, text and tool calls (each with its
+    arguments as one delta), then the final event. Every LM that reads a reply whole and streams it
+    (`LM.stream`'s default, a server that cannot stream) hands it on this one way."""
+    events: list[StreamEvent] = []
+    if response.reasoning:
+        events.append(StreamEvent(kind="reasoning", delta=response.reasoning))
+    if response.text:
+        events.append(StreamEvent(kind="text", delta=response.text))
+    for index, call in enumerate(response.tool_calls):
+        arguments = wire_arguments(call.arguments)
+        events.append(
+            StreamEvent(kind="tool_call", delta=arguments, index=index, tool_name=call.name, tool_call_id=call.id)
+        )
+    events.append(StreamEvent(kind="final", response=response))
+    return events

@@ -26,7 +26,6 @@ from imp._redact import redact_text
 from imp.errors import InvalidResponse, LMError, ResponseTooLarge, StreamBroken, UnsupportedOption
 from imp.models._sse import SSEDecoder, SSEEvent, SSELimitExceeded
 from imp.models._transport import BodyTooLarge, HTTPFailure
-from imp.models._wire import wire_arguments
 from imp.models.base import LMResponse, StreamEvent
 
 __all__ = [
@@ -34,7 +33,6 @@ __all__ = [
     "EmptyStream",
     "StreamReader",
     "StreamState",
-    "as_deltas",
     "empty_stream_error",
     "malformed",
     "read_json",
@@ -215,22 +213,6 @@ def read_json(content: bytes, *, provider: str, status: int, secrets: tuple[str,
             provider=provider,
             body=snippet,
         ) from None
-
-
-def as_deltas(response: LMResponse) -> list[StreamEvent]:
-    """A whole response handed on as a stream: its reasoning, text and tool calls, then the final event."""
-    events: list[StreamEvent] = []
-    if response.reasoning:
-        events.append(StreamEvent(kind="reasoning", delta=response.reasoning))
-    if response.text:
-        events.append(StreamEvent(kind="text", delta=response.text))
-    for index, call in enumerate(response.tool_calls):
-        arguments = wire_arguments(call.arguments)
-        events.append(
-            StreamEvent(kind="tool_call", delta=arguments, index=index, tool_name=call.name, tool_call_id=call.id)
-        )
-    events.append(StreamEvent(kind="final", response=response))
-    return events
 
 
 def empty_stream_error(empty: EmptyStream, options: Mapping[str, object], provider: str) -> LMError:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Unpack
 
-from imp.models._response import LMCapabilities, LMResponse, ResponseFormatSupport, StreamEvent
+from imp.models._response import LMCapabilities, LMResponse, ResponseFormatSupport, StreamEvent, as_deltas
 from imp.models._tokens import TokenCount, estimate
 from imp.records import Message, Usage
 
@@ -53,16 +53,12 @@ class LM(abc.ABC):
     async def stream(self, messages: Sequence[Message], **options: Unpack[Options]) -> AsyncIterator[StreamEvent]:
         """Yield deltas, then one final event holding the whole response.
 
-        The default sends one ordinary request and yields its text as one delta.
+        The default sends one ordinary request and hands it on as an HTTP client hands on a reply
+        its server could not stream: its reasoning, its text, each tool call with its arguments as
+        one delta, then the final event.
         """
-        response = await self.request(messages, **options)
-        if response.reasoning:
-            yield StreamEvent(kind="reasoning", delta=response.reasoning)
-        if response.text:
-            yield StreamEvent(kind="text", delta=response.text)
-        for index, call in enumerate(response.tool_calls):
-            yield StreamEvent(kind="tool_call", index=index, tool_name=call.name, tool_call_id=call.id)
-        yield StreamEvent(kind="final", response=response)
+        for event in as_deltas(await self.request(messages, **options)):
+            yield event
 
     async def count_tokens(self, messages: Sequence[Message], **options: Unpack[Options]) -> TokenCount:
         """The input tokens these messages (with these options' tools) would take, without sending them.

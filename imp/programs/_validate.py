@@ -170,6 +170,7 @@ async def validated_call(program: Predict, inputs: dict[str, Any]) -> Prediction
         json_fallback=fell_back,
         lm_calls=total.requests,
         extra={"attempts": len(attempts) + 1} if attempts else {},
+        model=response.answered_by,
     )
     if open_trace() is not None:
         trace_call(program, values, fields)

@@ -337,3 +337,31 @@ async def test_a_stream_whose_first_event_is_an_error_falls_back(fake: FakeProvi
     events = [e async for e in chain.stream(HI)]
     assert "".join(e.delta for e in events if e.kind == "text") == "from b"
     await chain.aclose()
+
+
+def _check(prediction: imp.Prediction) -> None:
+    """A validator that accepts every answer."""
+
+
+@pytest.mark.parametrize("way", ["call", "call_sync", "stream"])
+@pytest.mark.parametrize(
+    "options", [{}, {"validate": _check}, {"max_retries": 1}], ids=["plain", "validate", "retries"]
+)
+def test_every_predict_says_which_member_answered(way: str, options: dict[str, Any]) -> None:
+    """`prediction.metadata.model` names the member that answered on every path of a predict: with a
+    validator or re-asks as without, streamed as called, sync as async."""
+    down = imp.ScriptedLM([imp.ProviderUnavailable("overloaded", status=529)], model="primary")
+    backup = imp.ScriptedLM(["[[ ## answer ## ]]\nParis"], model="backup")
+    program = imp.predict("question -> answer", lm=imp.fallback(down, backup), **options)
+
+    async def called() -> imp.Prediction:
+        if way == "call":
+            return await imp.call(program, question="Capital of France?")
+        async for part in imp.stream(program, question="Capital of France?"):
+            if part.kind == "final":
+                return part.prediction
+        raise AssertionError("the stream ended without its final part")
+
+    prediction = imp.call_sync(program, question="Capital of France?") if way == "call_sync" else anyio.run(called)
+    assert prediction.answer == "Paris" and prediction.metadata.model == "scripted:backup"
+    assert list(prediction.metadata.usage_by_model or {}) == ["scripted:backup"]
