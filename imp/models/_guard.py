@@ -70,9 +70,13 @@ def reserve_for(
     lm: LM, messages: Sequence[Message], options: Mapping[str, object], *, default_output: int | None
 ) -> tuple[Reservation | None, int | None]:
     """Reserve a request's worst case in the open budgets; returns the reservation and the
-    `max_tokens` to send when the request gave none and the budget chose one."""
+    `max_tokens` to send when the request gave none and the budget chose one.
+
+    `default_output` is the `max_tokens` the provider is sent when a request gives none (Anthropic's
+    4,096): a request without one gets the room the budgets leave up to it, as any other does, never
+    a refusal for a reply size nobody asked for."""
     given = options.get("max_tokens")
-    output = given if isinstance(given, int) else default_output
+    output = given if isinstance(given, int) else None
     usd_in, usd_out = per_token(prices_of(lm))
     reservation = reserve(
         f"{lm.provider}:{lm.model}",
@@ -80,7 +84,7 @@ def reserve_for(
         output_tokens=output,
         usd_in=usd_in,
         usd_out=usd_out,
-        default_output=DEFAULT_OUTPUT,
+        default_output=min(DEFAULT_OUTPUT, default_output or DEFAULT_OUTPUT),
     )
     if reservation is None or output is not None:
         return reservation, None

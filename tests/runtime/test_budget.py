@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from fake_provider import FakeProvider, Received, Reply, chat_completion, sse_chunks
+from fake_provider import FakeProvider, Received, Reply, chat_completion, message_item, responses_body, sse_chunks
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
@@ -265,6 +265,50 @@ async def test_a_request_sent_without_max_tokens_carries_the_one_its_reservation
     await lm.request([{"role": "user", "content": "hi"}])  # no budget: the request is left as it is
     assert fake.requests[0].json["max_tokens"] == 300 and "max_tokens" not in fake.requests[1].json
     assert budget.spent == Spend(1, 5, 3)
+    await lm.aclose()
+
+
+ANTHROPIC_REPLY = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-6",
+    "content": [{"type": "text", "text": "ok"}],
+    "stop_reason": "end_turn",
+    "usage": {"input_tokens": 5, "output_tokens": 3},
+}
+REPLIES = {
+    "openai": (lambda: Reply(json=chat_completion("ok", prompt=5, completion=3)), "max_tokens"),
+    "openai-responses": (
+        lambda: Reply(json=responses_body(message_item("ok"), usage={"input_tokens": 5, "output_tokens": 3})),
+        "max_output_tokens",
+    ),
+    "anthropic": (lambda: Reply(json=ANTHROPIC_REPLY), "max_tokens"),
+}
+
+
+@pytest.mark.parametrize("how", ["request", "stream"])
+@pytest.mark.parametrize("provider", sorted(REPLIES))
+async def test_every_provider_sends_a_request_without_max_tokens_with_the_room_the_budget_leaves(
+    fake: FakeProvider, provider: str, how: str
+) -> None:
+    """Anthropic requires a `max_tokens` (4,096 when a request gives none): under a budget it gets the
+    room the budget leaves, as every provider's request does, never a refusal for 4,096 unasked."""
+    reply, field = REPLIES[provider]
+    fake.responder = lambda received: reply()
+    whole = imp.LMCapabilities(streaming=False)  # a stream read whole: the same reservation either way
+    lm = imp.lm(f"{provider}:m", base_url=fake.base_url, api_key="k", capabilities=whole, max_retries=0)
+    budget = imp.Budget(output_tokens=300)
+    with budget_scope(budget):
+        if how == "request":
+            await lm.request([{"role": "user", "content": "hi"}])
+        else:
+            [event async for event in lm.stream([{"role": "user", "content": "hi"}])]
+    assert fake.requests[0].json[field] == 300
+    assert budget.spent == Spend(1, 5, 3) and budget.reserved == Spend()
+    with budget_scope(imp.Budget(requests=5)):  # no token or dollar limit: the request is left as it is
+        await lm.request([{"role": "user", "content": "hi"}])
+    assert fake.requests[1].json.get(field) == (4096 if provider == "anthropic" else None)
     await lm.aclose()
 
 
