@@ -543,10 +543,16 @@ class HTTPLM(LM):
             )
         return response
 
-    def stream_error(self, payload: object, *, status: int | None = None) -> LMError:
-        """The `LMError` for an error event or error object inside a 200 stream."""
+    def stream_error(self, payload: object, *, status: int | None = None, request_id: str | None = None) -> LMError:
+        """The `LMError` for an error event or error object inside a 200 stream (with the request's id,
+        as the stream's 200 or its first event gave it)."""
         return error_from_payload(
-            status=status, body=payload, provider=self.provider, secrets=self.secrets, in_stream=True
+            status=status,
+            body=payload,
+            provider=self.provider,
+            secrets=self.secrets,
+            in_stream=True,
+            request_id=request_id,
         )
 
     async def aclose(self) -> None:

@@ -51,17 +51,20 @@ class ResponsesStream(StreamState):
             payload = json.loads(event.data)
         except ValueError:
             if event.event == "error":
-                raise self._lm.stream_error({"error": {"message": event.data}}) from None
+                raise self._lm.stream_error({"error": {"message": event.data}}, request_id=self._request_id) from None
             return []
         if not isinstance(payload, Mapping):
             return []
         kind = str(payload.get("type") or event.event)
         if kind == "error":
-            raise self._lm.stream_error(payload)
+            raise self._lm.stream_error(payload, request_id=self._request_id)
         if kind == "response.failed":
             response = payload.get("response")
             error = response.get("error") if isinstance(response, Mapping) else None
-            raise self._lm.stream_error({"error": error or {"message": "the response failed"}, "response": response})
+            raise self._lm.stream_error(
+                {"error": error or {"message": "the response failed"}, "response": response},
+                request_id=self._request_id,
+            )
         if kind in ("response.created", "response.in_progress") or kind in _TERMINAL:
             response = payload.get("response")
             if isinstance(response, Mapping):

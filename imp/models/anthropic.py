@@ -109,7 +109,7 @@ class AnthropicLM(HTTPLM):
     def parse_response(self, body: object, headers: Mapping[str, str], *, step: int) -> LMResponse:
         if isinstance(body, Mapping) and body.get("type") == "error":
             raise error_from_payload(
-                status=None, body=body, provider=self.provider, secrets=self.secrets, in_stream=True
+                status=None, body=body, provider=self.provider, headers=headers, secrets=self.secrets, in_stream=True
             )
         if not isinstance(body, Mapping) or not isinstance(body.get("content"), list):
             raise InvalidResponse(
@@ -298,11 +298,11 @@ class _AnthropicStream(StreamState):
             payload = json.loads(event.data)
         except ValueError:
             if event.event == "error":
-                raise self._lm.stream_error({"error": {"message": event.data}}) from None
+                raise self._lm.stream_error({"error": {"message": event.data}}, request_id=self._request_id) from None
             return []
         kind = payload.get("type") if isinstance(payload, Mapping) else None
         if event.event == "error" or kind == "error":
-            raise self._lm.stream_error(payload)
+            raise self._lm.stream_error(payload, request_id=self._request_id)
         if kind == "message_start":
             message = payload.get("message") or {}
             self._model = message.get("model")

@@ -296,8 +296,12 @@ def error_from_payload(
     raw_text: str | None = None,
     in_stream: bool = False,
     url: str | None = None,
+    request_id: str | None = None,
 ) -> LMError:
-    """Build the `LMError` subclass for one failed response (an HTTP error, or an error inside a 200)."""
+    """Build the `LMError` subclass for one failed response (an HTTP error, or an error inside a 200).
+
+    `request_id` is the provider's id of the request when `headers` are not at hand (a stream's
+    error event: its 200 said it, or its first event did)."""
     error = _error_object(body)
     message = _text(error.get("message"))
     found = error.get("metadata")
@@ -337,9 +341,8 @@ def error_from_payload(
     where = safe_url(url) if url is not None and kind is NotFound else None
     if where is not None:
         message = f"{message} (POST {where})"
-    request_id = None
     if headers:
-        request_id = headers.get("x-request-id") or headers.get("request-id")
+        request_id = headers.get("x-request-id") or headers.get("request-id") or request_id
     if request_id is None and isinstance(body, Mapping) and isinstance(body.get("request_id"), str):
         request_id = body["request_id"]
 

@@ -108,7 +108,7 @@ class OpenAILM(HTTPLM):
 
     def parse_response(self, body: Any, headers: Mapping[str, str], *, step: int) -> LMResponse:
         if isinstance(body, Mapping) and body.get("error") is not None and not body.get("choices"):
-            raise _relayed_error(self, body)  # OpenRouter relays an upstream failure inside a 200
+            raise _relayed_error(self, body, headers)  # OpenRouter relays an upstream failure inside a 200
         choices = body.get("choices") if isinstance(body, Mapping) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
             raise InvalidResponse(
@@ -145,12 +145,12 @@ class OpenRouterLM(OpenAILM):
     api_key_env = "OPENROUTER_API_KEY"
 
 
-def _relayed_error(lm: OpenAILM, body: JSONObject) -> LMError:
+def _relayed_error(lm: OpenAILM, body: JSONObject, headers: Mapping[str, str]) -> LMError:
     error = body.get("error")
     code = error.get("code") if isinstance(error, Mapping) else None
     status = code if isinstance(code, int) and not isinstance(code, bool) else None
     return error_from_payload(
-        status=status, body=body, provider=lm.provider, secrets=lm.secrets, in_stream=status is None
+        status=status, body=body, provider=lm.provider, headers=headers, secrets=lm.secrets, in_stream=status is None
     )
 
 
@@ -313,11 +313,11 @@ class _OpenAIStream(StreamState):
             chunk = json.loads(data)
         except ValueError:
             if event.event == "error":
-                raise self._lm.stream_error({"error": {"message": data}}) from None
+                raise self._lm.stream_error({"error": {"message": data}}, request_id=self._request_id) from None
             return []
         # Groq sends an `event: error` line, OpenRouter a chunk with an `error` object, inside a 200.
         if event.event == "error" or (isinstance(chunk, Mapping) and chunk.get("error")):
-            raise self._lm.stream_error(chunk)
+            raise self._lm.stream_error(chunk, request_id=self._request_id)
         if not isinstance(chunk, Mapping):
             return []
         self._model = chunk.get("model") or self._model

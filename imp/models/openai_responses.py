@@ -117,7 +117,12 @@ class OpenAIResponsesLM(HTTPLM):
         if (isinstance(body, Mapping) and body.get("status") == "failed") or _error_only(body):
             error = body.get("error") or {"message": "the response failed"}
             raise error_from_payload(
-                status=None, body={"error": error}, provider=self.provider, secrets=self.secrets, in_stream=True
+                status=None,
+                body={"error": error},
+                provider=self.provider,
+                headers=headers,
+                secrets=self.secrets,
+                in_stream=True,
             )
         if not isinstance(body, Mapping) or not isinstance(body.get("output"), list):
             raise InvalidResponse(
