@@ -453,6 +453,13 @@ class HTTPLM(LM):
                 raise error
             if stack is None:
                 return _Sent(response=await self._read_whole(response, step))
+            if _answered_whole(response.headers):
+                # A server that ignores `stream` answers with the whole completion: read as one, handed on as deltas.
+                raw = await response.read(self.max_response_bytes)
+                if not raw.strip():  # nothing at all: as an empty stream (with tools, the step down)
+                    raise empty_stream_error(EmptyStream(0), options, self.provider)
+                whole = self.parse_whole(raw, response.headers, status=response.status, step=step)
+                return _Sent(response=self._finalise(whole))
             reader = StreamReader(
                 self.stream_state(step=step, headers=response.headers),
                 response.chunks(),
@@ -578,6 +585,12 @@ def _leave(gate: RequestGate | None, ticket: object) -> None:
     """Give a request's slot back to the gate (when there is one)."""
     if gate is not None:
         gate.leave(ticket)
+
+
+def _answered_whole(headers: Mapping[str, str]) -> bool:
+    """Whether a 200 to a streamed request is a whole JSON body, not an event stream."""
+    kind = headers.get("content-type", "").partition(";")[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
 
 
 def _deadline_passed(kind: str) -> bool:
