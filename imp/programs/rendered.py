@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from imp._redact import redact
 from imp.errors import ImpError
 from imp.models.base import LM, LMResponse, Message
 from imp.settings import settings
@@ -31,14 +32,21 @@ class _Captured(BaseException):
 
 
 class _CaptureLM(LM):
-    """Stands in for the program's LM: same name and capabilities, and it stops the program at its first request."""
+    """Stands in for the program's LM: same name, capabilities and default options, and it stops the
+    program at its first request."""
 
     def __init__(self, lm: LM | None) -> None:
+        self._secrets: tuple[str, ...] = ()
         if lm is not None:
             self.provider, self.model, self.capabilities = lm.provider, lm.model, lm.capabilities
+            self.defaults = lm.defaults
+            self._secrets = tuple(getattr(lm, "secrets", ()))
 
     async def request(self, messages: Sequence[Message], **options: object) -> LMResponse:
-        raise _Captured(RenderedRequest(tuple(messages), dict(options), f"{self.provider}:{self.model}"))
+        # What is sent: the client's default options under the request's (as `inspect_history` shows
+        # them), with credentials redacted (a rendered request is for reading).
+        sent = redact({**self.defaults, **options}, self._secrets)
+        raise _Captured(RenderedRequest(tuple(messages), sent, f"{self.provider}:{self.model}"))
 
 
 def render(program: object, inputs: Mapping[str, object]) -> RenderedRequest:

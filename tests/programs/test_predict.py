@@ -1,11 +1,13 @@
 """Predict and ChainOfThought: inputs, the JSON fallback, settings, scripted LMs, deadlines; asyncio and trio."""
 
 import io
+import json
 import warnings
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import httpx
 import pytest
 from imp_backends import both_backends
 
@@ -382,3 +384,31 @@ async def test_a_react_turn_counts_the_usage_of_a_users_lm() -> None:
     assert pred.team == "atlas" and pred.metadata.history is not None
     assert pred.metadata.history[0]["tool_call_results"][0].result == "atlas"
     assert pred.metadata.usage == imp.Usage(input_tokens=10, output_tokens=2, requests=2)
+
+
+def test_render_gives_the_request_as_it_is_sent_with_the_clients_default_options() -> None:
+    """`program.render(inputs)` is the exact request: the LM's own default options (`imp.lm(...,
+    temperature=0.2)`) under the program's, as they are sent and as `inspect_history` shows them;
+    a credential among them is redacted, as in every other view."""
+    sent: list[dict[str, Any]] = []
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        reply = {"role": "assistant", "content": '{"answer": "ok"}'}
+        return httpx.Response(200, json={"choices": [{"index": 0, "message": reply, "finish_reason": "stop"}]})
+
+    secret = "sk-never-shown-0123456789abcdef"
+    client = httpx.AsyncClient(transport=httpx.MockTransport(provider))
+    lm = imp.lm("openai:m", base_url="http://127.0.0.1:9/v1", http_client=client, temperature=0.2, max_tokens=99)
+    qa = imp.predict(
+        "question -> answer",
+        lm=lm,
+        adapter=imp.JSONAdapter(),
+        config={"top_p": 0.5, "extra_headers": {"Authorization": f"Bearer {secret}"}},
+    )
+    rendered = qa.render(question="q")
+    imp.call_sync(qa, question="q")
+    body = {k: v for k, v in sent[0].items() if k not in ("model", "messages")}
+    shown = {k: v for k, v in rendered.options.items() if k != "extra_headers"}
+    assert shown == body and list(rendered.messages) == sent[0]["messages"]
+    assert secret not in repr(rendered) and rendered.options["extra_headers"]["Authorization"] == "[REDACTED]"
