@@ -460,16 +460,16 @@ class TemplateAdapter(Adapter):
         if self._prefill is not None and not text.lstrip().startswith(self._prefill.strip()):
             text = self._prefill + text
         form = self._bind(signature.without(signature.history_field) if signature.history_field else signature).form
-        text_field = signature.metadata.get("text_field")
         if form is None:
             (field,) = signature.outputs.values()
             if not text.strip():
                 raise AdapterParseError("the reply is empty", adapter=self.name, fields=[field.name], completion=text)
             return self.complete(signature, {field.name: text.strip()}, completion=text)
         found = form.read(text)
-        if not found and isinstance(text_field, str) and text_field in signature.outputs and text.strip():
-            # A loop step answered in plain text, outside the form: that text is its `text_field`.
-            return self.complete(signature, {text_field: text.strip()}, completion=text)
+        if not found:  # a loop step answered in plain text, outside the form: its `text_field`, as in every dialect
+            plain = self.text_field_reply(signature, text)
+            if plain is not None:
+                return plain
         return self.complete(signature, found, completion=text)
 
     @property

@@ -151,3 +151,48 @@ def test_the_text_field_exception_holds_in_every_dialect() -> None:
         assert adapter.parse(step, "I will look it up.") == {"next_thought": "I will look it up.", "answer": None}
     assert json_adapter.parse(step, '{"answer": "42"}') == {"next_thought": None, "answer": "42"}
     assert xml_adapter.parse(step, "<answer>42</answer>") == {"next_thought": None, "answer": "42"}
+
+
+FORM = imp.TemplateAdapter(
+    [
+        imp.system("{instruction}\n\nAnswer in this form:\n{% for f in outputs %}{f.name}: {f.value}\n{% endfor %}"),
+        imp.user("{question}"),
+    ]
+)
+
+
+@pytest.mark.parametrize("adapter", [imp.ChatAdapter(), json_adapter, xml_adapter, FORM], ids=lambda a: a.name)
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Thinking...\n[[ ## other ## ]]\nx",  # any marker line
+        "Here: <answer>42</answer>",  # an opening tag for an output
+        'Result: {"answer": "42"}',  # a JSON object with an output key
+        "   \n  ",  # blank
+    ],
+)
+def test_the_text_field_exception_is_narrow_in_every_dialect_templates_included(
+    adapter: imp.Adapter, reply: str
+) -> None:
+    """A reply that tried to answer in fields (in any dialect's form) is not taken as the text field, under a
+    template as under the other adapters: it is read by the adapter's own rules (its own dialect's tag or
+    object is its answer), else a parse error, so the JSON fallback reads it."""
+    step = imp.signature("question -> next_thought: str | None, answer: str | None").with_metadata(
+        text_field="next_thought"
+    )
+    assert adapter.parse(step, "I will look it up.") == {"next_thought": "I will look it up.", "answer": None}
+    try:
+        parsed = adapter.parse(step, reply)
+    except imp.AdapterParseError:
+        return
+    assert parsed == {"next_thought": None, "answer": "42"}, parsed  # the dialect's own form, read as fields
+
+
+def test_a_template_steps_json_reply_is_read_by_its_json_fallback_not_taken_as_text() -> None:
+    step = imp.signature("question -> next_thought: str | None, answer: str | None").with_metadata(
+        text_field="next_thought"
+    )
+    lm = imp.ScriptedLM(['{"answer": "42"}'] * 2)
+    prediction = imp.call_sync(imp.predict(step, adapter=FORM, lm=lm), question="6 x 7?")
+    assert (prediction.answer, prediction.next_thought) == ("42", None)
+    assert prediction.metadata.json_fallback and prediction.metadata.adapter == "TemplateJSONAdapter"
