@@ -20,7 +20,6 @@ ones as its notes).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
@@ -95,15 +94,19 @@ class FallbackLM(LM):
         self.capabilities = _shared(lms)
         self._until = [0.0] * len(lms)
         """Per member, the `time.monotonic()` before which it is passed over."""
-        self._turn = itertools.count()
+        self._turn = 0
+        """How many requests a rotating chain has started (the next one starts at member `_turn % len`)."""
 
     # -- which member, in what order ---------------------------------------------------------
 
-    def order(self) -> list[int]:
+    def order(self, *, turn: bool = True) -> list[int]:
         """The members to try, in order: the chain's (or, rotating, from the next one in turn), those
-        cooling down after the rest, soonest back first."""
+        cooling down after the rest, soonest back first. `turn=False` only looks (a token count is no
+        request, and does not move a rotating chain on)."""
         count = len(self.lms)
-        start = next(self._turn) % count if self.rotate else 0
+        start = self._turn % count if self.rotate else 0
+        if self.rotate and turn:
+            self._turn += 1
         ranked = [(start + i) % count for i in range(count)]
         now = time.monotonic()
         ready = [i for i in ranked if self._until[i] <= now]
@@ -178,7 +181,7 @@ class FallbackLM(LM):
 
     async def count_tokens(self, messages: Sequence[Message], **options: Unpack[Options]) -> TokenCount:
         """The count of the member a request would go to first."""
-        return await self.lms[self.order()[0]].count_tokens(messages, **options)
+        return await self.lms[self.order(turn=False)[0]].count_tokens(messages, **options)
 
     async def aclose(self) -> None:
         """Close every member."""

@@ -365,3 +365,16 @@ def test_every_predict_says_which_member_answered(way: str, options: dict[str, A
     prediction = imp.call_sync(program, question="Capital of France?") if way == "call_sync" else anyio.run(called)
     assert prediction.answer == "Paris" and prediction.metadata.model == "scripted:backup"
     assert list(prediction.metadata.usage_by_model or {}) == ["scripted:backup"]
+
+
+def test_counting_tokens_does_not_move_a_round_robin_on() -> None:
+    """Each request starts at the next member in turn; a token count is no request, so it counts with the
+    member the next request goes to and leaves the turn where it was."""
+    keys = [imp.ScriptedLM(["[[ ## answer ## ]]\nok"] * 4, model=f"key-{i}") for i in range(2)]
+    pool = imp.round_robin(*keys)
+    qa = imp.predict("question -> answer", lm=pool)
+    answered = []
+    for _ in range(4):
+        anyio.run(lambda: pool.count_tokens(HI))
+        answered.append(imp.call_sync(qa, question="?").metadata.model)
+    assert answered == ["scripted:key-0", "scripted:key-1", "scripted:key-0", "scripted:key-1"]
