@@ -142,7 +142,7 @@ class FallbackLM(LM):
             try:
                 with longest_wait(self.max_wait):
                     response = await member.request(messages, **options)
-            except LMError as error:
+            except Exception as error:  # what `moves_on` names: LMErrors by default, any class if given
                 if not self._moves_on(error):
                     raise
                 self._failed(index, error)
@@ -166,7 +166,7 @@ class FallbackLM(LM):
                         first = await anext(events, None)
                     if first is None:
                         raise StreamBroken(f"{key}'s stream ended before it began", provider=member.provider)
-                except LMError as error:
+                except Exception as error:  # what `moves_on` names: LMErrors by default, any class if given
                     if not self._moves_on(error):
                         raise
                     self._failed(index, error)

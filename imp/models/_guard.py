@@ -19,6 +19,7 @@ from imp.errors import (
     ContextWindowExceeded,
     InvalidResponse,
     LMError,
+    MediaRefused,
     StreamBroken,
 )
 from imp.models._catalog import card_for
@@ -119,12 +120,12 @@ def _too_long(lm: LM, window: int, tokens: int, output: int, how: str) -> Contex
 
 def settle_failure(reservation: Reservation | None, error: BaseException) -> None:
     """Settle a request that failed: a refusal the provider answered with an error status (or one
-    made before sending) was not billed and is given back; anything that may have generated tokens
-    (a broken stream, a timeout while the reply was being written, a cancellation) keeps its
-    worst case as spent."""
+    made before sending: a medium the provider cannot take, say) was not billed and is given back;
+    anything that may have generated tokens (a broken stream, a timeout while the reply was being
+    written, a cancellation) keeps its worst case as spent."""
     if reservation is None:
         return
-    if isinstance(error, LMError) and not _maybe_billed(error):
+    if isinstance(error, MediaRefused) or (isinstance(error, LMError) and not _maybe_billed(error)):
         release(reservation)
     else:
         settle(reservation, None)

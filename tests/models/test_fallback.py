@@ -19,7 +19,7 @@ from fake_provider import FakeProvider, Reply, chat_completion, sse_chunks, stre
 from lm_constants import FAST_RETRIES
 
 import imp
-from imp.models._fallback import FallbackLM
+from imp.models._fallback import MOVES_ON, FallbackLM
 from imp.runtime.budget import budget_scope
 
 HI = [{"role": "user", "content": "hi"}]
@@ -378,3 +378,24 @@ def test_counting_tokens_does_not_move_a_round_robin_on() -> None:
         anyio.run(lambda: pool.count_tokens(HI))
         answered.append(imp.call_sync(qa, question="?").metadata.model)
     assert answered == ["scripted:key-0", "scripted:key-1", "scripted:key-0", "scripted:key-1"]
+
+
+@pytest.mark.parametrize("how", ["request", "stream"])
+async def test_moves_on_may_name_any_exception_class(how: str) -> None:
+    """`moves_on=` changes the list, and takes any exception class: a chain told to move on for
+    `imp.MediaRefused` goes to the member that takes the medium (the refusal was made before sending)."""
+
+    def text_only(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
+        raise imp.MediaRefused("takes no audio", provider="scripted", origin="the input `clip`")
+
+    refusing = imp.StaticLM(text_only, model="text-only")
+    listening = imp.ScriptedLM(["[[ ## transcript ## ]]\nhello"], model="audio")
+    chain = imp.fallback(refusing, listening, moves_on=(*MOVES_ON, imp.MediaRefused))
+    if how == "request":
+        response = await chain.request(HI)
+    else:
+        events = [event async for event in chain.stream(HI)]
+        response = events[-1].response
+    assert response is not None and response.answered_by == "scripted:audio"
+    with pytest.raises(imp.MediaRefused):  # not named: raised as itself
+        await imp.fallback(imp.StaticLM(text_only), listening).request(HI)

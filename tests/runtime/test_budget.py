@@ -3,9 +3,11 @@ requests can never together pass a limit, and no request that fits is refused wh
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import threading
+import wave
 from typing import Any
 
 import anyio
@@ -309,6 +311,29 @@ async def test_every_provider_sends_a_request_without_max_tokens_with_the_room_t
     with budget_scope(imp.Budget(requests=5)):  # no token or dollar limit: the request is left as it is
         await lm.request([{"role": "user", "content": "hi"}])
     assert fake.requests[1].json.get(field) == (4096 if provider == "anthropic" else None)
+    await lm.aclose()
+
+
+@pytest.mark.parametrize("how", ["request", "stream"])
+async def test_a_request_refused_before_sending_for_its_media_holds_nothing(fake: FakeProvider, how: str) -> None:
+    """A medium the provider cannot take is refused before anything is sent (`imp.MediaRefused`): nothing
+    was billed, so the reservation is given back, as for a refusal the provider answered."""
+    wav = io.BytesIO()
+    with wave.open(wav, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(b"\x00\x00" * 80)
+    clip = imp.Audio.from_bytes(wav.getvalue())
+    lm = imp.lm("anthropic:m", base_url=fake.base_url, api_key="k", max_retries=0)
+    budget = imp.Budget(output_tokens=1_000)
+    messages = [{"role": "user", "content": ["Transcribe this.", clip]}]
+    with budget_scope(budget), pytest.raises(imp.MediaRefused):
+        if how == "request":
+            await lm.request(messages, max_tokens=100)
+        else:
+            [event async for event in lm.stream(messages, max_tokens=100)]
+    assert fake.requests == [] and budget.spent == Spend() and budget.reserved == Spend()
     await lm.aclose()
 
 
