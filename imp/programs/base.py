@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 import functools
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import anyio
 
+from imp._redact import redact, redact_text
 from imp.errors import DeadlineExceeded
 from imp.prediction import Prediction
 from imp.programs._parameters import (
@@ -48,6 +50,13 @@ class Program(abc.ABC):
     @abc.abstractmethod
     async def acall(self, inputs: dict[str, Any], **call_options: Any) -> Prediction:
         """Run once on these inputs (already merged into one dict)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A program's repr is the dataclass's, with credentials redacted (a `config` may carry an
+        # `extra_headers` key): set here, before `@dataclass` runs, which keeps a `__repr__` a class has.
+        if "__repr__" not in cls.__dict__:
+            cls.__repr__ = _redacted_repr  # type: ignore[method-assign]
 
     if not TYPE_CHECKING:  # hidden from type checkers, which would take every missing name for Any
 
@@ -123,6 +132,18 @@ class Program(abc.ABC):
     def optimized(self) -> Optimized | None:
         """Which optimizer made this program, with what score (None for a program no optimizer made)."""
         return optimized_by(self)
+
+
+def _redacted_repr(program: Program) -> str:
+    """`Name(field=value, ...)` as a dataclass writes it, each value redacted as events and errors are."""
+    if not dataclasses.is_dataclass(program):
+        return object.__repr__(program)
+    shown = ", ".join(f"{f.name}={_shown(getattr(program, f.name))}" for f in dataclasses.fields(program) if f.repr)
+    return f"{type(program).__qualname__}({shown})"
+
+
+def _shown(value: object) -> str:
+    return redact_text(repr(redact(value) if isinstance(value, Mapping) else value))
 
 
 def _children(program: Program) -> list[tuple[str, Program]]:

@@ -412,3 +412,24 @@ def test_render_gives_the_request_as_it_is_sent_with_the_clients_default_options
     shown = {k: v for k, v in rendered.options.items() if k != "extra_headers"}
     assert shown == body and list(rendered.messages) == sent[0]["messages"]
     assert secret not in repr(rendered) and rendered.options["extra_headers"]["Authorization"] == "[REDACTED]"
+
+
+def test_a_programs_repr_never_shows_a_credential_in_its_config() -> None:
+    """Secrets never appear in reprs: a `config` carrying `extra_headers` or a credential in `extra_body`
+    is shown redacted, by key name and by shape, for every kind of program; the rest reads as before."""
+    secret = "sk-never-shown-0123456789abcdef"
+    config = {
+        "temperature": 0.1,
+        "extra_headers": {"Authorization": f"Bearer {secret}"},
+        "extra_body": {"api_key": "plain-credential-value", "note": f"key {secret}"},
+    }
+    programs = [
+        imp.predict("question -> answer", config=config),
+        imp.chain_of_thought("question -> answer", config=config),
+        imp.react("question -> answer", [], config=config),
+        imp.react_trajectory("question -> answer", [], config=config),
+    ]
+    for program in programs:
+        shown = repr(program)
+        assert secret not in shown and "plain-credential-value" not in shown, shown
+        assert shown.startswith(f"{type(program).__name__}(signature=Signature(question -> ") and "0.1" in shown
