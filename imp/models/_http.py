@@ -57,6 +57,7 @@ from imp.models._transport import (
     Transport,
     backend_name,
     check_http_client,
+    checked_backend,
 )
 from imp.models._wire import forces_tool
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
@@ -159,7 +160,7 @@ class HTTPLM(LM):
             max_connections=max_connections,
             max_keepalive=max_keepalive_connections,
             http_client=http_client,
-            backend=http_backend or backend_name(http_client),
+            backend=checked_backend(http_backend, "http_backend") if http_backend else backend_name(http_client),
         )
         self._step = 0
         self.check_options(defaults)

@@ -134,12 +134,34 @@ def check_options(provider: str, options: Mapping[str, object], options_type: ty
         tool_choice_name(choice)  # raises on a malformed value
         if choice not in ("auto", "none") and not options.get("tools") and "tools" in options:
             raise ValueError("tool_choice forces a tool but no tools were given")
+    _check_values(provider, options)
     if options.get("n") not in (None, 1):
         raise ValueError(f"{provider}: imp asks for one completion per request (n=1), got n={options['n']!r}")
     for name in ("extra_body", "extra_headers"):
         extra = options.get(name)
         if extra is not None and not isinstance(extra, Mapping):
             raise TypeError(f"{name} must be a mapping of fields to add to the request")
+
+
+_NUMBERS = frozenset({"temperature", "top_p", "timeout"})
+_COUNTS = frozenset({"max_tokens", "seed", "n", "max_retries"})
+
+
+def _check_values(provider: str, options: Mapping[str, object]) -> None:
+    """Refuse a number option that is no number (`temperature="0.2"`), as a program's `config` is refused:
+    a wrong type is a `TypeError` before anything is sent, never the provider's 400 after a round trip."""
+    for name, value in options.items():
+        if value is None:
+            continue
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if name in _NUMBERS and not number:
+            raise TypeError(f"{provider}: {name} must be a number, got {value!r}")
+        if name in _COUNTS and (not isinstance(value, int) or isinstance(value, bool)):
+            raise TypeError(f"{provider}: {name} must be a whole number, got {value!r}")
+        if name in ("max_retries", "max_tokens") and value < 0:  # type: ignore[operator]
+            raise ValueError(f"{provider}: {name} must be >= 0, got {value!r}")
+        if name == "timeout" and value <= 0:  # type: ignore[operator]
+            raise ValueError(f"{provider}: timeout is a positive number of seconds, got {value!r}")
 
 
 def check_client_settings(base_url: str, *, max_response_bytes: int | None, **timeouts: float) -> None:

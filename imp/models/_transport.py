@@ -28,7 +28,16 @@ import anyio.lowlevel
 from imp.models._media_wire import StreamedBody
 from imp.models.errors import safe_url
 
-__all__ = ["Body", "BodyTooLarge", "HTTPFailure", "Response", "Transport", "backend_name", "check_http_client"]
+__all__ = [
+    "Body",
+    "BodyTooLarge",
+    "HTTPFailure",
+    "Response",
+    "Transport",
+    "backend_name",
+    "check_http_client",
+    "checked_backend",
+]
 
 Body = bytes | StreamedBody
 """A request body: bytes, or a body that streams its media's base64 as it is sent."""
@@ -154,7 +163,21 @@ def backend_name(client: object = None) -> str:
     installed (about twice the requests per second of httpx 0.28 at high concurrency), else httpx."""
     if client is not None:
         return type(client).__module__.split(".")[0]
-    return os.environ.get("IMP_HTTP_BACKEND") or _installed_default()
+    chosen = os.environ.get("IMP_HTTP_BACKEND")
+    return checked_backend(chosen, "IMP_HTTP_BACKEND") if chosen else _installed_default()
+
+
+_BACKENDS = ("httpx", "httpx2")
+
+
+def checked_backend(name: str, given_as: str) -> str:
+    """A chosen HTTP library's name, refused when the LM is built if it is none imp speaks or is not
+    installed (rather than an import error at the first request)."""
+    if name not in _BACKENDS:
+        raise ValueError(f"{given_as} is 'httpx' or 'httpx2', got {name!r}")
+    if importlib.util.find_spec(name) is None:
+        raise ModuleNotFoundError(f"{given_as}={name!r}, but {name} is not installed: pip install {name}", name=name)
+    return name
 
 
 @functools.cache

@@ -44,6 +44,8 @@ class RetryPolicy:
 
 def with_max_retries(policy: RetryPolicy, max_retries: int) -> RetryPolicy:
     """`policy` with `max_retries` retries (a client's `max_retries=` setting, or a call's option)."""
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int):
+        raise TypeError(f"max_retries is a whole number of retries after the first attempt, got {max_retries!r}")
     if max_retries < 0:
         raise ValueError("max_retries must be >= 0")
     return dataclasses.replace(policy, max_retries=max_retries)
