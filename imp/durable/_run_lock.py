@@ -1,9 +1,11 @@
-"""One call of a run id at a time across processes: a lock on one byte of a file beside the journal.
+"""One call of a run id (or one turn of a session) at a time across processes: a lock on one byte
+of a file beside the SQLite file.
 
 Two processes calling one run id at once would both run what is not recorded yet (a tool with side
-effects, twice). The in-process guard (`_scope.one_call`) cannot see another process, so a SQLite
-journal also takes a POSIX record lock (`fcntl.lockf`) on the byte of `<journal>-runs` that the run
-id's hash names. The operating system drops the lock when its process dies, so a killed run is
+effects, twice); two turns of one session at once would each keep the history without the other's
+turn. The in-process guard (`_scope.one_call`) cannot see another process, so the journal and the
+session store also take a POSIX record lock (`fcntl.lockf`) on the byte of `<file>-runs` that the
+hash of the kind and the id names. The operating system drops the lock when its process dies, so a killed run is
 resumed at once, with no lease to expire. Record locks belong to the process: the file is opened
 once per process and never closed (closing any descriptor of it would drop every lock the process
 holds on it). Where `fcntl` is missing (Windows) only the in-process guard holds.
@@ -19,8 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Literal
 
-from imp.errors import JournalError
+from imp.errors import JournalBusy, JournalError
 
 fcntl: ModuleType | None
 try:
@@ -28,7 +31,21 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
-__all__ = ["lock_path", "one_process"]
+__all__ = ["Held", "busy", "lock_path", "one_process"]
+
+Held = Literal["run", "session"]
+"""What a lock holds: a journal's run, or a session store's conversation (one file may keep both)."""
+
+
+def busy(kind: Held, key: str, where: str) -> str:
+    """The error's words for a run or a session that another call holds, and what to do."""
+    if kind == "run":
+        return f"run {key!r} is running {where}; call it again once that call has ended (it then replays what was recorded)"
+    return (
+        f"session {key!r} has a turn running {where}: a second turn at once would keep the history "
+        "without the first's turn; send it once that turn has ended"
+    )
+
 
 _files: dict[str, int] = {}
 """The lock file of each journal, opened once in this process."""
@@ -36,7 +53,8 @@ _files_lock = threading.Lock()
 
 
 def lock_path(journal: Path) -> Path:
-    """The file whose bytes the runs of `journal` lock: `<journal>-runs`, created 0600, holding no data."""
+    """The file whose bytes the runs and sessions of `journal` lock: `<journal>-runs`, created 0600,
+    holding no data."""
     return journal.with_name(journal.name + "-runs")
 
 
@@ -51,27 +69,24 @@ def _descriptor(path: Path) -> int:
 
 
 @contextmanager
-def one_process(journal: Path, run_id: str) -> Iterator[None]:
-    """Hold run `run_id` of `journal` (a resolved path) for this process while the block runs; a run
-    held by another process is a `JournalError`, never a wait."""
+def one_process(file: Path, kind: Held, key: str) -> Iterator[None]:
+    """Hold run (or session) `key` of `file` (a resolved path) for this process while the block runs;
+    one held by another process is a `JournalError`, never a wait."""
     if fcntl is None:  # pragma: no cover - Windows
         yield
         return
-    path = lock_path(journal)
+    path = lock_path(file)
     try:
         fd = _descriptor(path)
     except OSError as exc:
-        raise JournalError(f"cannot open {path} to hold run {run_id!r}: {exc.strerror}") from None
-    offset = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:7], "big")
+        raise JournalError(f"cannot open {path} to hold {kind} {key!r}: {exc.strerror}") from None
+    offset = int.from_bytes(hashlib.sha256(f"{kind}\0{key}".encode()).digest()[:7], "big")
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EAGAIN):
-            raise JournalError(
-                f"run {run_id!r} is running in another process; call it again once that call has ended "
-                "(it then replays what was recorded)"
-            ) from None
-        raise JournalError(f"cannot lock {path} to hold run {run_id!r}: {exc.strerror}") from None
+            raise JournalBusy(busy(kind, key, "in another process"), kind=kind, key=key) from None
+        raise JournalError(f"cannot lock {path} to hold {kind} {key!r}: {exc.strerror}") from None
     try:
         yield
     finally:

@@ -198,7 +198,7 @@ class SQLiteJournal:
         """One call of the run at a time: in this process, then across processes (`_run_lock`)."""
         self._connection()  # the journal's folder and file exist before the lock file beside them
         path = self.path.resolve()
-        with one_call(str(path), run_id), one_process(path, run_id):
+        with one_call(str(path), run_id), one_process(path, "run", run_id):
             yield
 
     async def _segment(self, log: RunLog, segment: int, body: Callable[[], Awaitable[Any]]) -> Any:
