@@ -486,3 +486,28 @@ async def test_a_submit_beside_a_deferred_call_is_checked_by_the_validator_once_
     paused_step = done.metadata.history[-2]
     assert [(r.name, r.outcome) for r in paused_step.result_list()] == [("refund", "result"), ("submit", "refused")]
     assert RAN == [("refund", {"order": "o", "amount": 1.0})]
+
+
+@pytest.mark.parametrize("interrupted", ["max_iters", "prediction_error"])
+@pytest.mark.parametrize("decision", ["allow", "deny"])
+async def test_a_last_request_whose_tool_waits_ends_with_its_own_text_once_decided(interrupted: str, decision: str) -> None:
+    # The last request of an interrupted turn is the last: a `last_request_tools` call in it that waits
+    # for approval pauses the turn there, and the resumed turn ends with that request's text
+    # (`last_text`, with the cause that interrupted it), never with a second last request.
+    first: Any = {"tool_calls": [call("a", "lookup", order="o1")]}
+    if interrupted == "prediction_error":
+        first = imp.LMError("upstream unavailable", status=503, provider="openai")
+    last = {"reply": "Refunded o1.", "tool_calls": [call("r", "refund", order="o1", amount=20)]}
+    lm = imp.ScriptedLM([first, last, "a second last request"])
+    agent = imp.react(SIG, [lookup, refund], lm=lm, max_iters=1, last_request_tools=["refund"])
+    paused = await imp.call(agent, ticket="t")
+    assert paused.metadata.termination_reason == "awaiting_approval" and len(lm.requests) == 2
+    chosen = imp.Allow() if decision == "allow" else imp.Deny("too much")
+    done = await imp.call(agent, resume=_through_json(paused.metadata.pending), decisions={"r": chosen})
+    assert len(lm.requests) == 2
+    assert (done.reply, done.complete) == ("Refunded o1.", True)
+    assert (done.metadata.termination_reason, done.metadata.termination_cause) == ("last_text", interrupted)
+    newest = done.metadata.history[-1]
+    assert newest["reply"] == "Refunded o1."
+    assert [r.outcome for r in newest.results] == (["result"] if decision == "allow" else ["refused"])
+    assert [name for name, _ in RAN].count("refund") == (1 if decision == "allow" else 0)
