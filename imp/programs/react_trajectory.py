@@ -40,7 +40,7 @@ from imp.runtime.run import current_run, emit
 from imp.runtime.usage import track_usage
 from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
-from imp.tools import Tool, format_tool_result, forward_tool_event, run_tool_calls, tool
+from imp.tools import Tool, ToolEvent, format_tool_result, forward_tool_event, run_tool_calls, tool
 from imp.tools.policy import validate_policy
 from imp.values import holds_media, render_value
 
@@ -345,7 +345,10 @@ class ReActTrajectory(ToolLoop, Program):
         reserve_tool_calls(len(resolution.run))  # the resuming call's budget governs what it runs
         pending.claim()
         result = resolution.given.get(waiting.id)
-        if result is None:
+        if result is not None:  # a denial or a result from outside: reported as `imp.react` reports it
+            forward_tool_event(ToolEvent.call(0, waiting.id, waiting.tool, dict(last.tool_args)))
+            forward_tool_event(ToolEvent.result(0, result, 0.0))
+        else:
             run = current_run()
             (call,) = resolution.run
             last.tool_args = dict(call.arguments)

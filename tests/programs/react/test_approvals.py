@@ -490,7 +490,9 @@ async def test_a_submit_beside_a_deferred_call_is_checked_by_the_validator_once_
 
 @pytest.mark.parametrize("interrupted", ["max_iters", "prediction_error"])
 @pytest.mark.parametrize("decision", ["allow", "deny"])
-async def test_a_last_request_whose_tool_waits_ends_with_its_own_text_once_decided(interrupted: str, decision: str) -> None:
+async def test_a_last_request_whose_tool_waits_ends_with_its_own_text_once_decided(
+    interrupted: str, decision: str
+) -> None:
     # The last request of an interrupted turn is the last: a `last_request_tools` call in it that waits
     # for approval pauses the turn there, and the resumed turn ends with that request's text
     # (`last_text`, with the cause that interrupted it), never with a second last request.
@@ -511,3 +513,47 @@ async def test_a_last_request_whose_tool_waits_ends_with_its_own_text_once_decid
     assert newest["reply"] == "Refunded o1."
     assert [r.outcome for r in newest.results] == (["result"] if decision == "allow" else ["refused"])
     assert [name for name, _ in RAN].count("refund") == (1 if decision == "allow" else 0)
+
+
+@pytest.mark.parametrize("decision", ["allow", "deny", "given"])
+async def test_both_loops_report_a_decided_call_once_however_it_was_decided(decision: str) -> None:
+    # A resumed call is reported as a call and its result whether it ran, was denied, or was answered
+    # from outside: `imp.react` always did; `imp.react_trajectory` reported only the call that ran.
+    def chosen(call_id: str) -> Any:
+        return {
+            "allow": imp.Allow(),
+            "deny": imp.Deny("too much"),
+            "given": imp.ToolResult(call_id, "refund", "refunded by hand"),
+        }[decision]
+
+    expected = {"allow": "result", "deny": "refused", "given": "result"}[decision]
+
+    def trajectory() -> Any:
+        script = [
+            _trajectory_step("refund", order="o1", amount=20),
+            _trajectory_step("finish"),
+            {"reasoning": "r", "reply": "ok"},
+        ]
+        return imp.react_trajectory(SIG, [refund], lm=imp.ScriptedLM(script))
+
+    def react() -> Any:
+        return imp.react(
+            SIG, [refund], lm=imp.ScriptedLM([{"tool_calls": [call("r", "refund", order="o1", amount=20)]}, "ok"])
+        )
+
+    for make, call_id in ((trajectory, "call_1"), (react, "r")):
+        agent = make()
+        pending = (await imp.call(agent, ticket="t")).metadata.pending
+        events: list[Any] = []
+        await imp.call(agent, resume=pending, decisions={call_id: chosen(call_id)}, on_event=events.append)
+        tools = [e for e in events if e.kind.startswith("tool_")]
+        assert [e.kind for e in tools[:2]] == ["tool_call", "tool_result"], make
+        assert (tools[0].payload["tool_name"], tools[1].payload["outcome"]) == ("refund", expected)
+        assert tools[0].payload["tool_call_id"] == tools[1].payload["tool_call_id"] == call_id
+        agent = make()
+        parts = [p async for p in imp.stream(agent, ticket="t")]
+        rest = [p async for p in imp.stream(agent, resume=parts[-1].pending, decisions={call_id: chosen(call_id)})]
+        assert [(p.kind, p.outcome) for p in rest if p.kind.startswith("tool_")][:2] == [
+            ("tool_call", None),
+            ("tool_result", expected),
+        ]
