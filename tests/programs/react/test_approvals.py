@@ -557,3 +557,19 @@ async def test_both_loops_report_a_decided_call_once_however_it_was_decided(deci
             ("tool_call", None),
             ("tool_result", expected),
         ]
+
+
+async def test_a_resume_the_budget_refuses_raises_with_the_turn_so_far() -> None:
+    # docs/cost.md: a react turn the budget stops raises with its history; a resume refused before its
+    # approved calls run is such a turn (and its pending turn can still be resumed).
+    lm = imp.ScriptedLM([PARALLEL, "Refunded."])
+    agent = imp.react(SIG, [lookup, refund, notify], lm=lm)
+    pending = (await imp.call(agent, ticket="t")).metadata.pending
+    with pytest.raises(imp.BudgetExceeded) as refused:
+        await imp.call(agent, resume=pending, decisions={"b": imp.Allow()}, budget=imp.Budget(tool_calls=0))
+    history = refused.value.history
+    assert history is not None and history[0]["ticket"] == "t"
+    assert [r.outcome for r in history[-1].results] == ["result", "deferred", "result"]
+    assert not any(name == "refund" for name, _ in RAN)
+    done = await imp.call(agent, resume=pending, decisions={"b": imp.Allow()})
+    assert done.complete and done.reply == "Refunded."
