@@ -29,11 +29,11 @@ async def run_turn(spec: TurnSpec, state: TurnState, resumed: Resumed | None = N
     Every way out is an `Ending`, or an error no further request could cure (the caller gives it the
     history so far)."""
     if resumed is not None:
-        cause, text = state.last_cause, state.last_text
-        if cause is not None:  # the last request paused: its decided calls run, and its text answers
+        interrupted, text = state.last_cause, state.last_text
+        if interrupted is not None:  # the last request paused: its decided calls run, and its text answers
             state.last_cause = state.last_text = None
             ending = await resume_turn(spec, state, resumed, decides=False)
-            return await _accepted(spec, state, ending or _last_text(spec, state, text, cause, ran=True))
+            return await _accepted(spec, state, ending or _last_text(spec, state, text, interrupted, ran=True))
         ending = await resume_turn(spec, state, resumed)
         if ending is not None:
             return ending
