@@ -29,7 +29,7 @@ from imp.programs._parameters import (
 )
 from imp.programs._partial import submitting
 from imp.programs._stream_tap import any_tap, entered, streaming_program
-from imp.programs._tool_loop import ToolLoop, check_max_iters
+from imp.programs._tool_loop import ToolLoop, check_max_iters, waits
 from imp.programs.base import Program
 from imp.programs.pending import Pending, pause, resolve_decisions, restore_inputs, resume_options
 from imp.programs.predict import ChainOfThought, Predict, check_options, prepare_inputs
@@ -380,7 +380,7 @@ class ReActTrajectory(ToolLoop, Program):
             step = TrajectoryStep(thought, name, args)
             turn.steps.append(step)
             call = ToolCall(f"call_{index + 1}", name, args)
-            if name != FINISH:  # the loop's own `finish` is free; a tool call is reserved before it runs
+            if name != FINISH and not waits(roster, name):  # `finish` is free; a waiting call is reserved on resume
                 reserve_tool_calls(1)
             (result,) = await run_tool_calls(
                 [call],

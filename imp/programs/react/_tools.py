@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 
 from imp.history import ToolCall, ToolResult
+from imp.programs._tool_loop import waits
 from imp.programs._validate import refusal
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, Finish, TurnState
@@ -42,7 +43,9 @@ async def run_calls(spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool]
     results: list[ToolResult] = []
     left = time_left()
     try:
-        reserve_tool_calls(sum(1 for call in calls if call.name != SUBMIT))  # the loop's own `submit` is free
+        # The loop's own `submit` is free, and a call that waits for approval does not run now: the
+        # resumed call reserves it when it runs, so it is counted once.
+        reserve_tool_calls(sum(1 for call in calls if call.name != SUBMIT and not waits(roster, call.name)))
         with anyio.fail_after(left) if left is not None else nullcontext():
             await run_tool_calls(
                 list(calls),

@@ -573,3 +573,30 @@ async def test_a_resume_the_budget_refuses_raises_with_the_turn_so_far() -> None
     assert not any(name == "refund" for name, _ in RAN)
     done = await imp.call(agent, resume=pending, decisions={"b": imp.Allow()})
     assert done.complete and done.reply == "Refunded."
+
+
+@pytest.mark.parametrize("kind", ["react", "react_trajectory"])
+async def test_a_call_that_waits_is_counted_in_the_budget_once_when_it_runs(kind: str) -> None:
+    # docs/cost.md: `tool_calls` counts the tools a turn runs. A `requires_approval` call does not run
+    # in the call that pauses; the resume reserves it when it runs, so one budget over both counts it once.
+    if kind == "react":
+        steps: list[Any] = [
+            {"tool_calls": [call("a", "lookup", order="o1"), call("b", "refund", order="o1", amount=20)]},
+            "Done.",
+        ]
+        agent: Any = imp.react(SIG, [lookup, refund], lm=imp.ScriptedLM(steps))
+    else:
+        steps = [
+            _trajectory_step("lookup", order="o1"),
+            _trajectory_step("refund", order="o1", amount=20),
+            _trajectory_step("finish"),
+            {"reasoning": "r", "reply": "Done."},
+        ]
+        agent = imp.react_trajectory(SIG, [lookup, refund], lm=imp.ScriptedLM(steps))
+    budget = imp.Budget(tool_calls=2)
+    paused = await imp.call(agent, ticket="t", budget=budget)  # one call ran: not refused for two
+    assert paused.metadata.termination_reason == "awaiting_approval" and budget.spent.tool_calls == 1
+    decisions = {c.id: imp.Allow() for c in paused.metadata.pending.calls}
+    done = await imp.call(agent, resume=paused.metadata.pending, decisions=decisions, budget=budget)
+    assert done.complete and budget.spent.tool_calls == 2
+    assert [name for name, _ in RAN] == ["lookup", "refund"]
