@@ -15,7 +15,7 @@ from imp.programs.react._request import Failure, ask, error_text
 from imp.programs.react._resume import Resumed, resume_turn
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, TerminationCause, TurnState
-from imp.programs.react._tools import act
+from imp.programs.react._tools import act, by_deadline
 from imp.records import plain
 from imp.runtime.deadline import deadline_passed
 from imp.runtime.events import Reasoning
@@ -73,14 +73,19 @@ async def run_turn(spec: TurnSpec, state: TurnState, resumed: Resumed | None = N
             break
         if rule.kind == "text_answer":
             if spec.validate is not None:
-                why = await refusal(
-                    spec.validate,
-                    {rule.text_field: reading.text},
-                    state.refused,
-                    spec.max_retries,
-                    program="ReAct",
-                    label="imp.react",
-                )
+                try:
+                    with by_deadline():
+                        why = await refusal(
+                            spec.validate,
+                            {rule.text_field: reading.text},
+                            state.refused,
+                            spec.max_retries,
+                            program="ReAct",
+                            label="imp.react",
+                        )
+                except TimeoutError:  # the deadline passed while the validator read the answer
+                    state.add(Step(thought=reading.text, tool_calls=(), results=()))
+                    return Ending(cause="deadline_exceeded")
                 if why is not None:  # the answer is replayed as not sent, then why; the turn goes on
                     state.add(Step(thought=reading.text, tool_calls=(), results=()))
                     state.add(Step(note=f"Your answer was not accepted: {why}", tool_calls=(), results=()))
@@ -109,7 +114,11 @@ async def _accepted(spec: TurnSpec, state: TurnState, ending: Ending) -> Ending:
     """The last answer put to the program's validator. The turn's requests are spent, so a refused last
     answer leaves the turn incomplete (`invalid_answer`), with the reason."""
     if ending.outputs is not None and spec.validate is not None:
-        reason = await check(spec.validate, Prediction(dict(ending.outputs)))
+        try:
+            with by_deadline():
+                reason = await check(spec.validate, Prediction(dict(ending.outputs)))
+        except TimeoutError:  # the deadline passed while the validator read the answer
+            return Ending(cause="deadline_exceeded")
         if reason is not None:
             state.refused.append({"outputs": plain(ending.outputs), "reason": reason})
             state.errors.append(f"the answer was not accepted: {reason}")

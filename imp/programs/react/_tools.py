@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,7 +21,16 @@ from imp.signature import Signature
 from imp.tools import Tool, ToolError, forward_tool_event, run_tool_calls
 from imp.values import CoercionError, coerce_value
 
-__all__ = ["Ran", "act", "check_outputs", "decide", "run_calls", "settle", "validate_submit"]
+__all__ = ["Ran", "act", "by_deadline", "check_outputs", "decide", "run_calls", "settle", "validate_submit"]
+
+
+@contextmanager
+def by_deadline() -> Iterator[None]:
+    """A scope that times out at the deadline (`TimeoutError`): the loop ends itself there, as the
+    deadline's backstop waits for it, so whatever it awaits of the user's (a validator) is bounded too."""
+    left = time_left()
+    with anyio.fail_after(left) if left is not None else nullcontext():
+        yield
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +169,12 @@ async def settle(
     calls = step.calls
     ending, results = decide(spec, calls, results) if decides else (None, results)
     if ending is not None and ending.reason == "submit" and spec.validate is not None and re_asks:
-        ending, results = await validate_submit(spec, state, calls, results, ending)
+        try:
+            with by_deadline():
+                ending, results = await validate_submit(spec, state, calls, results, ending)
+        except TimeoutError:  # the deadline passed while the validator read the answer
+            state.steps[-1] = replace(step, results=results)
+            return Ending(cause="deadline_exceeded")
     step = replace(step, results=results)
     if ending is not None and ending.outputs is not None:
         step = replace(step, fields={**step.fields, **ending.outputs})
