@@ -18,6 +18,7 @@
     ├── ToolError ····························· a tool's failure, in the tool's own words
     ├── JournalMismatch ······················· a replayed step no longer matches the run's journal
     ├── JournalError ·························· a journal that cannot be opened or read
+    │   └── JournalBusy ······················· a run or a session another call is running now
     ├── ExecutionCancelled ···················· an authorizer's `Cancel`: the whole call ends
     ├── LMError ······························· a failed LM request: status, provider, (redacted) body
     │   ├── ConnectionFailed ·················· no response: refused, DNS, timeout, reset   (retryable)
@@ -71,7 +72,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from imp._redact import redact_text
 from imp.records import ToolOutcome
@@ -85,6 +86,7 @@ __all__ = [
     "ContextWindowExceeded",
     "DeadlineExceeded",
     "ImpError",
+    "JournalBusy",
     "JournalError",
     "JournalMismatch",
     "InvalidInputError",
@@ -129,6 +131,20 @@ class JournalMismatch(ImpError):
 
 class JournalError(ImpError):
     """A journal that cannot be opened, is newer than this imp, or holds a record that does not read."""
+
+
+class JournalBusy(JournalError):
+    """A run (or a session's turn) that another call is running right now, in this process or in
+    another: running it here too would run again what is not recorded yet (or keep a session's
+    history without that call's turn). Call again once the other call has ended; a service answers
+    it as busy (HTTP 409)."""
+
+    def __init__(self, message: str, *, kind: Literal["run", "session"] = "run", key: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        """`"run"` (a journal's run id) or `"session"` (a session store's session id)."""
+        self.key = key
+        """The run id or the session id."""
 
 
 class SignatureError(ImpError, ValueError):

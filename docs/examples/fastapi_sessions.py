@@ -16,6 +16,7 @@ Settings, read from the environment when the app starts:
 Endpoints:
 
     POST   /chat/{session_id}   {"message": "..."} -> {"reply": "...", "turns": n}
+                                (409 while another turn of that conversation is running)
     GET    /chat/{session_id}   the conversation so far: [{"message": ..., "reply": ...}, ...]
     DELETE /chat/{session_id}   forget it
 """
@@ -27,7 +28,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
 import imp
@@ -65,7 +66,10 @@ app = FastAPI(lifespan=lifespan)
 async def chat(session_id: str, turn: Turn) -> dict[str, Any]:
     """One turn: the session's history goes in, the new turn is kept after it."""
     sessions: imp.SQLiteSessions = app.state.sessions
-    prediction = await imp.call(app.state.program, message=turn.message, session_id=session_id, sessions=sessions)
+    try:
+        prediction = await imp.call(app.state.program, message=turn.message, session_id=session_id, sessions=sessions)
+    except imp.JournalBusy as busy:  # a message sent twice, or from a second tab: one turn at a time
+        raise HTTPException(status_code=409, detail=str(busy)) from None
     return {"reply": prediction.reply, "turns": len(sessions.history(session_id))}
 
 

@@ -23,7 +23,8 @@ from imp.durable._records import (
     load_tool_result,
     request_digest,
 )
-from imp.errors import JournalError, JournalMismatch
+from imp.durable._run_lock import Held, busy
+from imp.errors import JournalBusy, JournalMismatch
 from imp.models.base import LM, LMResponse
 from imp.records import Message, ToolCall, ToolResult
 
@@ -189,21 +190,18 @@ class Scope:
 
 
 _in_flight: set[tuple[str, str]] = set()
-"""The (journal, run id) of each journaled call running in this process."""
+"""The (kind and file, id) of each journaled call and session turn running in this process."""
 _in_flight_lock = threading.Lock()
 
 
 @contextmanager
-def one_call(journal: str, run_id: str) -> Iterator[None]:
-    """One call of a run at a time in this process: a second at once (a request posted twice) would run
-    again what is not recorded yet. Across processes, a run id is called by one at a time."""
-    key = (journal, run_id)
+def one_call(journal: str, run_id: str, kind: Held = "run") -> Iterator[None]:
+    """One call of a run (or one turn of a session) at a time in this process: a second at once (a
+    request posted twice) would run again what is not recorded yet. Across processes, `_run_lock`."""
+    key = (f"{kind}:{journal}", run_id)
     with _in_flight_lock:
         if key in _in_flight:
-            raise JournalError(
-                f"run {run_id!r} is running in this process already; call it again once that call has ended "
-                "(it then replays what was recorded)"
-            )
+            raise JournalBusy(busy(kind, run_id, "in this process already"), kind=kind, key=run_id)
         _in_flight.add(key)
     try:
         yield

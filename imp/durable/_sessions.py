@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from imp.durable._run_lock import one_process
+from imp.durable._scope import one_call
 from imp.durable._sqlite import MAX_RECORD_BYTES, open_private
 from imp.errors import JournalError
 from imp.history import History, Step
@@ -132,7 +134,23 @@ class SQLiteSessions:
         resumed: bool = False,
     ) -> Prediction:
         """One turn of the session: the program's history input filled, the new turn kept after it. A
-        resumed turn (paused awaiting approval) holds its history: the session keeps what it ends with."""
+        resumed turn (paused awaiting approval) holds its history: the session keeps what it ends with.
+        One turn of a session at a time, in this process and across processes: a second turn at once
+        is a `JournalError` (it would keep the history without the first's turn)."""
+        _check_id(session_id)
+        self._connection()  # the store's folder and file exist before the lock file beside them
+        path = self.path.resolve()
+        with one_call(str(path), session_id, "session"), one_process(path, "session", session_id):
+            return await self._turn(session_id, program, inputs, turn, resumed)
+
+    async def _turn(
+        self,
+        session_id: str,
+        program: object,
+        inputs: dict[str, Any],
+        turn: Callable[[dict[str, Any]], Awaitable[Prediction]],
+        resumed: bool,
+    ) -> Prediction:
         if resumed:
             prediction = await turn(inputs)
             if prediction.metadata.history is not None:

@@ -16,8 +16,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +35,7 @@ from imp.durable._pauses import (
     to_resume,
 )
 from imp.durable._records import value_digest
+from imp.durable._run_lock import one_process
 from imp.durable._scope import Recorded, RunLog, Scope, one_call
 from imp.errors import JournalError, JournalMismatch, ResumeError
 from imp.prediction import Prediction
@@ -192,8 +193,13 @@ class SQLiteJournal:
         log = self.open_run(run_id, program, inputs)
         return await self._segment(log, 0, body)
 
-    def _only(self, run_id: str) -> AbstractContextManager[None]:
-        return one_call(str(self.path.resolve()), run_id)
+    @contextmanager
+    def _only(self, run_id: str) -> Iterator[None]:
+        """One call of the run at a time: in this process, then across processes (`_run_lock`)."""
+        self._connection()  # the journal's folder and file exist before the lock file beside them
+        path = self.path.resolve()
+        with one_call(str(path), run_id), one_process(path, "run", run_id):
+            yield
 
     async def _segment(self, log: RunLog, segment: int, body: Callable[[], Awaitable[Any]]) -> Any:
         """Run one segment of a run (0: the call with its inputs; n: its n-th resume) in its scope; keep

@@ -12,13 +12,20 @@ from imp.programs._parameters import ToolDescription, check_loop_demos
 from imp.signature import Signature
 from imp.tools import Tool, ToolPolicy, as_tool
 
-__all__ = ["ToolLoop", "check_max_iters"]
+__all__ = ["ToolLoop", "check_max_iters", "waits"]
 
 
 def check_max_iters(value: object) -> None:
     """Refuse a `max_iters` that is not a whole number >= 0 (given to the program or to one call)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"max_iters is a whole number >= 0, got {value!r}")
+
+
+def waits(roster: Mapping[str, Tool], name: str) -> bool:
+    """Whether a call to this tool always waits for approval (`requires_approval`) instead of running
+    now: neither loop reserves it in a budget until the resumed call runs it."""
+    tool = roster.get(name)
+    return tool is not None and tool.requires_approval
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,7 +29,7 @@ from imp.programs._parameters import (
 )
 from imp.programs._partial import submitting
 from imp.programs._stream_tap import any_tap, entered, streaming_program
-from imp.programs._tool_loop import ToolLoop, check_max_iters
+from imp.programs._tool_loop import ToolLoop, check_max_iters, waits
 from imp.programs.base import Program
 from imp.programs.pending import Pending, pause, resolve_decisions, restore_inputs, resume_options
 from imp.programs.predict import ChainOfThought, Predict, check_options, prepare_inputs
@@ -40,7 +40,7 @@ from imp.runtime.run import current_run, emit
 from imp.runtime.usage import track_usage
 from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
-from imp.tools import Tool, format_tool_result, forward_tool_event, run_tool_calls, tool
+from imp.tools import Tool, ToolEvent, format_tool_result, forward_tool_event, run_tool_calls, tool
 from imp.tools.policy import validate_policy
 from imp.values import holds_media, render_value
 
@@ -345,7 +345,10 @@ class ReActTrajectory(ToolLoop, Program):
         reserve_tool_calls(len(resolution.run))  # the resuming call's budget governs what it runs
         pending.claim()
         result = resolution.given.get(waiting.id)
-        if result is None:
+        if result is not None:  # a denial or a result from outside: reported as `imp.react` reports it
+            forward_tool_event(ToolEvent.call(0, waiting.id, waiting.tool, dict(last.tool_args)))
+            forward_tool_event(ToolEvent.result(0, result, 0.0))
+        else:
             run = current_run()
             (call,) = resolution.run
             last.tool_args = dict(call.arguments)
@@ -377,7 +380,7 @@ class ReActTrajectory(ToolLoop, Program):
             step = TrajectoryStep(thought, name, args)
             turn.steps.append(step)
             call = ToolCall(f"call_{index + 1}", name, args)
-            if name != FINISH:  # the loop's own `finish` is free; a tool call is reserved before it runs
+            if name != FINISH and not waits(roster, name):  # `finish` is free; a waiting call is reserved on resume
                 reserve_tool_calls(1)
             (result,) = await run_tool_calls(
                 [call],

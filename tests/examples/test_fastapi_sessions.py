@@ -27,6 +27,8 @@ class ChatModel:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.held = threading.Event()  # a request whose message says "slow" waits for `release`
+        self.release = threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -37,6 +39,9 @@ class ChatModel:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 outer.requests.append(body)
                 users = sum(1 for m in body["messages"] if m["role"] == "user")
+                if "slow" in str(body["messages"][-1].get("content")):
+                    outer.held.set()
+                    outer.release.wait(30)
                 content = f"[[ ## reply ## ]]\nreply to user turn {users}\n\n[[ ## completed ## ]]"
                 data = json.dumps(
                     {
@@ -95,6 +100,19 @@ def test_a_conversation_continues_after_the_service_restarts(tmp_path: Path) -> 
         assert first == {"reply": "reply to user turn 1", "turns": 1}
         other = httpx.post(url + "/chat/user-8", json={"message": "Hi."}, timeout=30).json()
         assert other["turns"] == 1
+        # A message sent twice: the second, while the first turn runs, is refused and loses nothing.
+        answers: list[httpx.Response] = []
+        sender = threading.Thread(
+            target=lambda: answers.append(httpx.post(url + "/chat/user-9", json={"message": "slow"}, timeout=30))
+        )
+        sender.start()
+        assert model.held.wait(30)
+        again = httpx.post(url + "/chat/user-9", json={"message": "slow"}, timeout=30)
+        assert again.status_code == 409 and "has a turn running" in again.json()["detail"]
+        model.release.set()
+        sender.join(30)
+        assert answers[0].status_code == 200 and answers[0].json()["turns"] == 1
+        assert len(httpx.get(url + "/chat/user-9", timeout=30).json()) == 1
     finally:
         process.terminate()
         process.wait(30)

@@ -3,8 +3,10 @@ reply and the reason, and answers again, up to `max_retries`; then `imp.Validati
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import anyio
 import pytest
 
 import imp
@@ -266,3 +268,29 @@ async def test_a_function_program_with_tools_pauses_and_resumes() -> None:
     assert paused.metadata.termination_reason == "awaiting_approval" and ran == []
     done = await imp.call(handle, resume=paused.metadata.pending, decisions={"r": imp.Allow()})
     assert done.reply == "Refunded A." and ran == ["A"]
+
+
+@pytest.mark.parametrize("answer", ["submit", "text", "forced_submit"])
+async def test_a_react_turn_ends_at_its_deadline_while_its_validator_reads_the_answer(answer: str) -> None:
+    # docs/react.md: under imp.deadline a react turn ends itself at the deadline and returns what it has
+    # (the backstop waits for it), so an async validator still reading the answer is cut there too.
+    async def slow(prediction: imp.Prediction) -> None:
+        await anyio.sleep(5)
+
+    team = imp.signature("ticket -> team: enum[atlas,harbor], contact: string")
+    submit = {"tool_calls": [{"name": "submit", "arguments": {"team": "atlas", "contact": "Maya"}}]}
+    signature, replies, options = {
+        "submit": (team, [submit], {}),
+        "text": ("ticket -> reply", ["Maya is on it."], {}),
+        "forced_submit": (team, [{"next_thought": "atlas.", "tool_calls": []}, submit], {}),
+    }[answer]
+    agent = imp.react(signature, [], lm=imp.ScriptedLM(replies), validate=slow, **options)
+    started = time.monotonic()
+    with imp.deadline(0.2):
+        prediction = await imp.call(agent, ticket="t")
+    assert time.monotonic() - started < 2
+    assert (prediction.metadata.termination_reason, prediction.metadata.termination_cause) == (
+        "incomplete",
+        "deadline_exceeded",
+    )
+    assert not prediction.complete and prediction.metadata.history[0]["ticket"] == "t"

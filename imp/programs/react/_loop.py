@@ -15,7 +15,7 @@ from imp.programs.react._request import Failure, ask, error_text
 from imp.programs.react._resume import Resumed, resume_turn
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, TerminationCause, TurnState
-from imp.programs.react._tools import act
+from imp.programs.react._tools import act, by_deadline
 from imp.records import plain
 from imp.runtime.deadline import deadline_passed
 from imp.runtime.events import Reasoning
@@ -29,6 +29,11 @@ async def run_turn(spec: TurnSpec, state: TurnState, resumed: Resumed | None = N
     Every way out is an `Ending`, or an error no further request could cure (the caller gives it the
     history so far)."""
     if resumed is not None:
+        interrupted, text = state.last_cause, state.last_text
+        if interrupted is not None:  # the last request paused: its decided calls run, and its text answers
+            state.last_cause = state.last_text = None
+            ending = await resume_turn(spec, state, resumed, decides=False)
+            return await _accepted(spec, state, ending or _last_text(spec, state, text, interrupted, ran=True))
         ending = await resume_turn(spec, state, resumed)
         if ending is not None:
             return ending
@@ -68,14 +73,19 @@ async def run_turn(spec: TurnSpec, state: TurnState, resumed: Resumed | None = N
             break
         if rule.kind == "text_answer":
             if spec.validate is not None:
-                why = await refusal(
-                    spec.validate,
-                    {rule.text_field: reading.text},
-                    state.refused,
-                    spec.max_retries,
-                    program="ReAct",
-                    label="imp.react",
-                )
+                try:
+                    with by_deadline():
+                        why = await refusal(
+                            spec.validate,
+                            {rule.text_field: reading.text},
+                            state.refused,
+                            spec.max_retries,
+                            program="ReAct",
+                            label="imp.react",
+                        )
+                except TimeoutError:  # the deadline passed while the validator read the answer
+                    state.add(Step(thought=reading.text, tool_calls=(), results=()))
+                    return Ending(cause="deadline_exceeded")
                 if why is not None:  # the answer is replayed as not sent, then why; the turn goes on
                     state.add(Step(thought=reading.text, tool_calls=(), results=()))
                     state.add(Step(note=f"Your answer was not accepted: {why}", tool_calls=(), results=()))
@@ -97,15 +107,34 @@ async def run_turn(spec: TurnSpec, state: TurnState, resumed: Resumed | None = N
     if spec.note:
         state.add(Step(note=spec.note, tool_calls=(), results=()))
     state.step += 1
-    ending = await _last_request(spec, state, cause)
+    return await _accepted(spec, state, await _last_request(spec, state, cause))
+
+
+async def _accepted(spec: TurnSpec, state: TurnState, ending: Ending) -> Ending:
+    """The last answer put to the program's validator. The turn's requests are spent, so a refused last
+    answer leaves the turn incomplete (`invalid_answer`), with the reason."""
     if ending.outputs is not None and spec.validate is not None:
-        # The turn's requests are spent: a refused last answer leaves the turn incomplete, with the reason.
-        reason = await check(spec.validate, Prediction(dict(ending.outputs)))
+        try:
+            with by_deadline():
+                reason = await check(spec.validate, Prediction(dict(ending.outputs)))
+        except TimeoutError:  # the deadline passed while the validator read the answer
+            return Ending(cause="deadline_exceeded")
         if reason is not None:
             state.refused.append({"outputs": plain(ending.outputs), "reason": reason})
             state.errors.append(f"the answer was not accepted: {reason}")
             return Ending(cause="invalid_answer")
     return ending
+
+
+def _last_text(spec: TurnSpec, state: TurnState, text: str | None, cause: TerminationCause, *, ran: bool) -> Ending:
+    """How a last text ends the turn: its text is the answer (put on the step whose calls ran), or
+    without text the turn has none."""
+    if text is None:
+        return Ending(cause=cause)
+    name = spec.rule.text_field
+    if ran:
+        state.steps[-1] = replace(state.steps[-1], fields={**state.steps[-1].fields, name: text})
+    return Ending({name: text}, "last_text", cause)
 
 
 async def _last_request(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> Ending:
@@ -158,10 +187,10 @@ async def _last_request(spec: TurnSpec, state: TurnState, cause: TerminationCaus
         # How the turn ends.
         if not forcing_submit:
             if ended is not None:
+                if ended.reason == "awaiting_approval":  # kept, so the resumed turn ends with this text
+                    state.last_cause, state.last_text = cause, text
                 return ended
-            if run and text is not None:
-                state.steps[-1] = replace(state.steps[-1], fields={**state.steps[-1].fields, name: text})
-            return Ending(cause=cause) if text is None else Ending({name: text}, "last_text", cause)
+            return _last_text(spec, state, text, cause, ran=bool(run))
         if run:
             if ended is None:
                 state.errors.extend(str(r.error) for r in state.steps[-1].result_list() if r.error)

@@ -265,7 +265,11 @@ class ReAct(ToolLoop, Program):
         else:
             spec, state, paused, control = self._resumed(inputs, resume)
             resumed = Resumed(paused, resolve_decisions(resume, decisions, spec.roster()))
-            reserve_tool_calls(len(resumed.resolution.run))  # the resuming call's budget governs what it runs
+            try:
+                reserve_tool_calls(len(resumed.resolution.run))  # the resuming call's budget governs what it runs
+            except BudgetExceeded as exc:  # refused before anything ran: the turn so far, as any stopped turn
+                exc.history = state.recorded(spec.base)
+                raise
             resume.claim()
         # The loop ends itself at the deadline, so the deadline's backstop waits for it.
         with track_usage() as usage, self_ending():

@@ -59,9 +59,10 @@ def check_paused(pending: Pending, state: TurnState) -> Step:
     return step
 
 
-async def resume_turn(spec: TurnSpec, state: TurnState, resumed: Resumed) -> Ending | None:
+async def resume_turn(spec: TurnSpec, state: TurnState, resumed: Resumed, *, decides: bool = True) -> Ending | None:
     """Run the decided calls into the paused step and settle it (`_tools.settle`): how the turn ends, or None
-    when it goes on."""
+    when it goes on. A paused last request (`decides=False`) is settled as the last request is: its
+    calls do not decide how the turn ends, its text does."""
     step, resolution = resumed.step, resumed.resolution
     approved = {call.id: call for call in resolution.run}
     calls = tuple(approved.get(call.id, call) for call in step.tool_calls or ())
@@ -97,7 +98,7 @@ async def resume_turn(spec: TurnSpec, state: TurnState, resumed: Resumed) -> End
         state.steps[-1] = replace(step, tool_calls=calls, results=_in_order(calls, results))
     if timed_out:
         return Ending(cause="deadline_exceeded")
-    return await settle(spec, state, state.steps[-1].results or ())
+    return await settle(spec, state, state.steps[-1].results or (), decides=decides, re_asks=decides)
 
 
 def _in_order(calls: tuple[ToolCall, ...], results: Mapping[str, ToolResult]) -> tuple[ToolResult, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from imp.history import History, Step, ToolCall
 from imp.models.base import LMResponse
@@ -135,6 +135,11 @@ class TurnState:
     """Calls the last request made that were not run (only `last_request_tools` run there)."""
     refused: list[dict[str, Any]] = field(default_factory=list)
     """Answers the program's validator refused this turn: each `{"outputs": ..., "reason": ...}`."""
+    last_cause: TerminationCause | None = None
+    """Set while the last request's calls wait for approval: what interrupted the turn. Resumed, the
+    decided calls run and the turn ends with that request's text (`last_text`), not another request."""
+    last_text: str | None = None
+    """The text the paused last request wrote, its answer once its calls were decided."""
 
     def history(self, base: History) -> History:
         """The history so far: the one given, then this call's steps."""
@@ -213,6 +218,8 @@ class TurnState:
             "unexecuted": [call.dump() for call in self.unexecuted],
             # only when a validator refused an answer: a turn without one dumps as version 1 always did
             **({"refused": plain(self.refused)} if self.refused else {}),
+            # only when the last request paused: every other turn dumps as version 1 always did
+            **({"last": {"cause": self.last_cause, "text": self.last_text}} if self.last_cause else {}),
         }
 
     @classmethod
@@ -243,6 +250,10 @@ class TurnState:
         unexecuted = data.get("unexecuted", [])
         if not isinstance(unexecuted, list) or not all(isinstance(c, Mapping) for c in unexecuted):
             raise ValueError("a dumped react turn's `unexecuted` is a list of tool calls")
+        last = _mapping(data, "last")
+        last_cause, last_text = last.get("cause"), last.get("text")
+        if last and (last_cause not in get_args(TerminationCause) or not isinstance(last_text, str | None)):
+            raise ValueError("a dumped react turn's `last` is a mapping with a termination `cause` and a `text`")
         return cls(
             unrecorded=dict(_mapping(data, "unrecorded")),
             steps=[Step.load(step) for step in steps],
@@ -256,6 +267,8 @@ class TurnState:
             finish_reason=reason,
             unexecuted=tuple(ToolCall.load(c) for c in unexecuted),
             refused=[dict(r) for r in refused],
+            last_cause=last_cause if last else None,
+            last_text=last_text if last else None,
         )
 
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 
 from imp.history import ToolCall, ToolResult
+from imp.programs._tool_loop import waits
 from imp.programs._validate import refusal
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, Finish, TurnState
@@ -20,7 +21,16 @@ from imp.signature import Signature
 from imp.tools import Tool, ToolError, forward_tool_event, run_tool_calls
 from imp.values import CoercionError, coerce_value
 
-__all__ = ["Ran", "act", "check_outputs", "decide", "run_calls", "settle", "validate_submit"]
+__all__ = ["Ran", "act", "by_deadline", "check_outputs", "decide", "run_calls", "settle", "validate_submit"]
+
+
+@contextmanager
+def by_deadline() -> Iterator[None]:
+    """A scope that times out at the deadline (`TimeoutError`): the loop ends itself there, as the
+    deadline's backstop waits for it, so whatever it awaits of the user's (a validator) is bounded too."""
+    left = time_left()
+    with anyio.fail_after(left) if left is not None else nullcontext():
+        yield
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +52,9 @@ async def run_calls(spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool]
     results: list[ToolResult] = []
     left = time_left()
     try:
-        reserve_tool_calls(sum(1 for call in calls if call.name != SUBMIT))  # the loop's own `submit` is free
+        # The loop's own `submit` is free, and a call that waits for approval does not run now: the
+        # resumed call reserves it when it runs, so it is counted once.
+        reserve_tool_calls(sum(1 for call in calls if call.name != SUBMIT and not waits(roster, call.name)))
         with anyio.fail_after(left) if left is not None else nullcontext():
             await run_tool_calls(
                 list(calls),
@@ -157,7 +169,12 @@ async def settle(
     calls = step.calls
     ending, results = decide(spec, calls, results) if decides else (None, results)
     if ending is not None and ending.reason == "submit" and spec.validate is not None and re_asks:
-        ending, results = await validate_submit(spec, state, calls, results, ending)
+        try:
+            with by_deadline():
+                ending, results = await validate_submit(spec, state, calls, results, ending)
+        except TimeoutError:  # the deadline passed while the validator read the answer
+            state.steps[-1] = replace(step, results=results)
+            return Ending(cause="deadline_exceeded")
     step = replace(step, results=results)
     if ending is not None and ending.outputs is not None:
         step = replace(step, fields={**step.fields, **ending.outputs})

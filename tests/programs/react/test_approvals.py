@@ -486,3 +486,117 @@ async def test_a_submit_beside_a_deferred_call_is_checked_by_the_validator_once_
     paused_step = done.metadata.history[-2]
     assert [(r.name, r.outcome) for r in paused_step.result_list()] == [("refund", "result"), ("submit", "refused")]
     assert RAN == [("refund", {"order": "o", "amount": 1.0})]
+
+
+@pytest.mark.parametrize("interrupted", ["max_iters", "prediction_error"])
+@pytest.mark.parametrize("decision", ["allow", "deny"])
+async def test_a_last_request_whose_tool_waits_ends_with_its_own_text_once_decided(
+    interrupted: str, decision: str
+) -> None:
+    # The last request of an interrupted turn is the last: a `last_request_tools` call in it that waits
+    # for approval pauses the turn there, and the resumed turn ends with that request's text
+    # (`last_text`, with the cause that interrupted it), never with a second last request.
+    first: Any = {"tool_calls": [call("a", "lookup", order="o1")]}
+    if interrupted == "prediction_error":
+        first = imp.LMError("upstream unavailable", status=503, provider="openai")
+    last = {"reply": "Refunded o1.", "tool_calls": [call("r", "refund", order="o1", amount=20)]}
+    lm = imp.ScriptedLM([first, last, "a second last request"])
+    agent = imp.react(SIG, [lookup, refund], lm=lm, max_iters=1, last_request_tools=["refund"])
+    paused = await imp.call(agent, ticket="t")
+    assert paused.metadata.termination_reason == "awaiting_approval" and len(lm.requests) == 2
+    chosen = imp.Allow() if decision == "allow" else imp.Deny("too much")
+    done = await imp.call(agent, resume=_through_json(paused.metadata.pending), decisions={"r": chosen})
+    assert len(lm.requests) == 2
+    assert (done.reply, done.complete) == ("Refunded o1.", True)
+    assert (done.metadata.termination_reason, done.metadata.termination_cause) == ("last_text", interrupted)
+    newest = done.metadata.history[-1]
+    assert newest["reply"] == "Refunded o1."
+    assert [r.outcome for r in newest.results] == (["result"] if decision == "allow" else ["refused"])
+    assert [name for name, _ in RAN].count("refund") == (1 if decision == "allow" else 0)
+
+
+@pytest.mark.parametrize("decision", ["allow", "deny", "given"])
+async def test_both_loops_report_a_decided_call_once_however_it_was_decided(decision: str) -> None:
+    # A resumed call is reported as a call and its result whether it ran, was denied, or was answered
+    # from outside: `imp.react` always did; `imp.react_trajectory` reported only the call that ran.
+    def chosen(call_id: str) -> Any:
+        return {
+            "allow": imp.Allow(),
+            "deny": imp.Deny("too much"),
+            "given": imp.ToolResult(call_id, "refund", "refunded by hand"),
+        }[decision]
+
+    expected = {"allow": "result", "deny": "refused", "given": "result"}[decision]
+
+    def trajectory() -> Any:
+        script = [
+            _trajectory_step("refund", order="o1", amount=20),
+            _trajectory_step("finish"),
+            {"reasoning": "r", "reply": "ok"},
+        ]
+        return imp.react_trajectory(SIG, [refund], lm=imp.ScriptedLM(script))
+
+    def react() -> Any:
+        return imp.react(
+            SIG, [refund], lm=imp.ScriptedLM([{"tool_calls": [call("r", "refund", order="o1", amount=20)]}, "ok"])
+        )
+
+    for make, call_id in ((trajectory, "call_1"), (react, "r")):
+        agent = make()
+        pending = (await imp.call(agent, ticket="t")).metadata.pending
+        events: list[Any] = []
+        await imp.call(agent, resume=pending, decisions={call_id: chosen(call_id)}, on_event=events.append)
+        tools = [e for e in events if e.kind.startswith("tool_")]
+        assert [e.kind for e in tools[:2]] == ["tool_call", "tool_result"], make
+        assert (tools[0].payload["tool_name"], tools[1].payload["outcome"]) == ("refund", expected)
+        assert tools[0].payload["tool_call_id"] == tools[1].payload["tool_call_id"] == call_id
+        agent = make()
+        parts = [p async for p in imp.stream(agent, ticket="t")]
+        rest = [p async for p in imp.stream(agent, resume=parts[-1].pending, decisions={call_id: chosen(call_id)})]
+        assert [(p.kind, p.outcome) for p in rest if p.kind.startswith("tool_")][:2] == [
+            ("tool_call", None),
+            ("tool_result", expected),
+        ]
+
+
+async def test_a_resume_the_budget_refuses_raises_with_the_turn_so_far() -> None:
+    # docs/cost.md: a react turn the budget stops raises with its history; a resume refused before its
+    # approved calls run is such a turn (and its pending turn can still be resumed).
+    lm = imp.ScriptedLM([PARALLEL, "Refunded."])
+    agent = imp.react(SIG, [lookup, refund, notify], lm=lm)
+    pending = (await imp.call(agent, ticket="t")).metadata.pending
+    with pytest.raises(imp.BudgetExceeded) as refused:
+        await imp.call(agent, resume=pending, decisions={"b": imp.Allow()}, budget=imp.Budget(tool_calls=0))
+    history = refused.value.history
+    assert history is not None and history[0]["ticket"] == "t"
+    assert [r.outcome for r in history[-1].results] == ["result", "deferred", "result"]
+    assert not any(name == "refund" for name, _ in RAN)
+    done = await imp.call(agent, resume=pending, decisions={"b": imp.Allow()})
+    assert done.complete and done.reply == "Refunded."
+
+
+@pytest.mark.parametrize("kind", ["react", "react_trajectory"])
+async def test_a_call_that_waits_is_counted_in_the_budget_once_when_it_runs(kind: str) -> None:
+    # docs/cost.md: `tool_calls` counts the tools a turn runs. A `requires_approval` call does not run
+    # in the call that pauses; the resume reserves it when it runs, so one budget over both counts it once.
+    if kind == "react":
+        steps: list[Any] = [
+            {"tool_calls": [call("a", "lookup", order="o1"), call("b", "refund", order="o1", amount=20)]},
+            "Done.",
+        ]
+        agent: Any = imp.react(SIG, [lookup, refund], lm=imp.ScriptedLM(steps))
+    else:
+        steps = [
+            _trajectory_step("lookup", order="o1"),
+            _trajectory_step("refund", order="o1", amount=20),
+            _trajectory_step("finish"),
+            {"reasoning": "r", "reply": "Done."},
+        ]
+        agent = imp.react_trajectory(SIG, [lookup, refund], lm=imp.ScriptedLM(steps))
+    budget = imp.Budget(tool_calls=2)
+    paused = await imp.call(agent, ticket="t", budget=budget)  # one call ran: not refused for two
+    assert paused.metadata.termination_reason == "awaiting_approval" and budget.spent.tool_calls == 1
+    decisions = {c.id: imp.Allow() for c in paused.metadata.pending.calls}
+    done = await imp.call(agent, resume=paused.metadata.pending, decisions=decisions, budget=budget)
+    assert done.complete and budget.spent.tool_calls == 2
+    assert [name for name, _ in RAN] == ["lookup", "refund"]

@@ -165,6 +165,9 @@ def test_a_state_dumped_by_the_first_version_still_loads() -> None:
         ({"unrecorded": "x"}, "`unrecorded`"),
         ({"unexecuted": ["call"]}, "`unexecuted`"),
         ({"finish_reason": 3}, "`finish_reason`"),
+        ({"last": {"cause": "bored", "text": "t"}}, "`last`"),
+        ({"last": {"cause": "max_iters", "text": 3}}, "`last`"),
+        ({"last": ["max_iters"]}, "`last`"),
     ],
 )
 def test_a_bad_dump_is_refused_naming_the_key(change: dict[str, Any], message: str) -> None:
@@ -254,3 +257,10 @@ def test_any_state_round_trips_through_json(
     assert [s.dump() for s in again.steps] == [s.dump() for s in state.steps]
     assert (again.step, again.thoughts, again.forgiven, again.cut) == (step, thoughts, forgiven, cut)
     assert again.unexecuted == tuple(imp.ToolCall.load(c.dump()) for c in unexecuted)
+
+
+def test_a_paused_last_request_keeps_its_cause_and_text_through_json() -> None:
+    state = TurnState(last_cause="prediction_error", last_text="Paged Maya.")
+    again = _through_json(state)
+    assert (again.last_cause, again.last_text) == ("prediction_error", "Paged Maya.")
+    assert "last" not in TurnState().dump()  # every other turn dumps as it always did
