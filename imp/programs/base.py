@@ -134,9 +134,9 @@ class Program(abc.ABC):
         return optimized_by(self)
 
 
-def _redacted_repr(program: Program) -> str:
+def _redacted_repr(program: object) -> str:
     """`Name(field=value, ...)` as a dataclass writes it, each value redacted as events and errors are."""
-    if not dataclasses.is_dataclass(program):
+    if isinstance(program, type) or not dataclasses.is_dataclass(program):
         return object.__repr__(program)
     shown = ", ".join(f"{f.name}={_shown(getattr(program, f.name))}" for f in dataclasses.fields(program) if f.repr)
     return f"{type(program).__qualname__}({shown})"
