@@ -44,6 +44,7 @@ from imp.models._stream import (
     EmptyStream,
     StreamReader,
     StreamState,
+    answered_whole,
     empty_stream_error,
     malformed,
     read_json,
@@ -454,7 +455,7 @@ class HTTPLM(LM):
                 raise error
             if stack is None:
                 return _Sent(response=await self._read_whole(response, step))
-            if _answered_whole(response.headers):
+            if answered_whole(response.headers):
                 # A server that ignores `stream` answers with the whole completion: read as one, handed on as deltas.
                 raw = await response.read(self.max_response_bytes)
                 if not raw.strip():  # nothing at all: as an empty stream (with tools, the step down)
@@ -586,12 +587,6 @@ def _leave(gate: RequestGate | None, ticket: object) -> None:
     """Give a request's slot back to the gate (when there is one)."""
     if gate is not None:
         gate.leave(ticket)
-
-
-def _answered_whole(headers: Mapping[str, str]) -> bool:
-    """Whether a 200 to a streamed request is a whole JSON body, not an event stream."""
-    kind = headers.get("content-type", "").partition(";")[0].strip().lower()
-    return kind == "application/json" or kind.endswith("+json")
 
 
 def _deadline_passed(kind: str) -> bool:

@@ -33,6 +33,7 @@ __all__ = [
     "EmptyStream",
     "StreamReader",
     "StreamState",
+    "answered_whole",
     "empty_stream_error",
     "malformed",
     "read_json",
@@ -213,6 +214,12 @@ def read_json(content: bytes, *, provider: str, status: int, secrets: tuple[str,
             provider=provider,
             body=snippet,
         ) from None
+
+
+def answered_whole(headers: Mapping[str, str]) -> bool:
+    """Whether a 200 to a streamed request is a whole JSON body (a server that ignores `stream`), not events."""
+    kind = headers.get("content-type", "").partition(";")[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
 
 
 def empty_stream_error(empty: EmptyStream, options: Mapping[str, object], provider: str) -> LMError:
