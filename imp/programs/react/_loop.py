@@ -3,6 +3,7 @@ gets one last request, whose reply the loop reads, records and acts on here too.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from imp._redact import redact
@@ -15,7 +16,7 @@ from imp.programs.react._request import Failure, ask, error_text
 from imp.programs.react._resume import Resumed, resume_turn
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, TerminationCause, TurnState
-from imp.programs.react._tools import act, by_deadline
+from imp.programs.react._tools import act, by_deadline, refused_submit
 from imp.records import plain
 from imp.runtime.deadline import deadline_passed
 from imp.runtime.events import Reasoning
@@ -122,8 +123,30 @@ async def _accepted(spec: TurnSpec, state: TurnState, ending: Ending) -> Ending:
         if reason is not None:
             state.refused.append({"outputs": plain(ending.outputs), "reason": reason})
             state.errors.append(f"the answer was not accepted: {reason}")
+            _record_refusal(spec, state, ending, reason)
             return Ending(cause="invalid_answer")
     return ending
+
+
+def _record_refusal(spec: TurnSpec, state: TurnState, ending: Ending, reason: str) -> None:
+    """Record a refused last answer as a refusal in an ordinary step is recorded, never as the step's
+    outputs (a later call given the history would read an answered episode): the forced `submit`'s
+    result is the refusal; the last text is a thought, then the reason; the extracted answer is a note
+    with the reason. The refused values stay readable (the call's arguments, the thought, the note)."""
+    assert ending.outputs is not None
+    step = state.steps[-1]
+    kept = {k: v for k, v in step.fields.items() if k not in spec.task.outputs}
+    if ending.reason == "forced_submit":
+        state.steps[-1] = replace(step, fields=kept, results=refused_submit(step.calls, step.result_list(), reason))
+    elif ending.reason == "last_text":
+        text = ending.outputs[spec.rule.text_field]
+        state.steps[-1] = replace(step, fields=kept, thought=text if step.thought is None else step.thought)
+        state.add(Step(note=f"Your answer was not accepted: {reason}", tool_calls=(), results=()))
+    else:  # extracted: the step the extractor's answer was put on
+        assert ending.reason == "extracted", ending.reason
+        values = json.dumps(plain(ending.outputs), ensure_ascii=False, default=str)
+        note = f"The answer read from this turn, {values}, was not accepted: {reason}"
+        state.steps[-1] = replace(step, fields=kept, note=note)
 
 
 def _last_text(spec: TurnSpec, state: TurnState, text: str | None, cause: TerminationCause, *, ran: bool) -> Ending:
