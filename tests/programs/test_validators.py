@@ -199,7 +199,10 @@ async def test_the_last_answer_of_an_interrupted_turn_is_checked_once_and_a_refu
         (call,), (result,) = history[-1].calls, history[-1].result_list()
         assert call.name == "submit" and call.arguments["contact"] == "Bob"
         assert result.outcome == "refused" and result.result is None
-        assert result.error == "submit was not accepted: atlas's on-call engineer is Maya. Correct the outputs and call submit again."
+        assert (
+            result.error
+            == "submit was not accepted: atlas's on-call engineer is Maya. Correct the outputs and call submit again."
+        )
     else:
         assert history[-1].note is not None and '"contact": "Bob"' in history[-1].note
         assert history[-1].note.endswith("was not accepted: atlas's on-call engineer is Maya")

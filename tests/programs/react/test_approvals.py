@@ -280,6 +280,18 @@ async def test_a_resume_whose_deadline_has_passed_runs_nothing() -> None:
         done = await imp.call(agent, resume=pending, decisions={"b": imp.Allow()})
     assert done.metadata.termination_cause == "deadline_exceeded" and not done.complete
     assert not any(name == "refund" for name, _ in RAN)
+    # Nothing ran, so the turn still waits: its pending turn comes back, usable again (as is the value
+    # given, which this resume did not use up), the call still `deferred` in the history.
+    again = done.metadata.pending
+    assert again is not None and again.ids == ("b",) and done.metadata.termination_reason == "incomplete"
+    assert [r.outcome for r in done.metadata.history[-1].result_list()] == ["result", "deferred", "result"]
+    assert done.metadata.usage.requests == 0
+    assert _through_json(again).dump() == _through_json(pending).dump()
+    finished = await imp.call(agent, resume=again, decisions={"b": imp.Allow()})
+    assert finished.complete and finished.reply == "never"
+    assert [name for name, _ in RAN].count("refund") == 1
+    with pytest.raises(imp.ResumeError, match="already resumed"):  # used now: its approved call ran
+        await imp.call(agent, resume=again, decisions={"b": imp.Allow()})
 
 
 async def test_resume_takes_a_pending_of_its_own_kind_and_no_new_inputs() -> None:
