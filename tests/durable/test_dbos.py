@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import types
 import uuid
 from collections.abc import Iterator
@@ -171,3 +172,19 @@ async def test_refused_decisions_leave_a_dbos_pause_waiting(dbos: Any, tmp_path:
     assert (await journal.pending(run_id)) is not None and len(REFUNDS) == before
     done = await imp.call(gated(PAUSING[1:]), run_id=run_id, journal=journal, decisions={"b": imp.Deny("no")})
     assert done.metadata.pending.ids == ("c",) and len(REFUNDS) == before
+
+
+async def test_a_resume_whose_deadline_has_passed_leaves_a_dbos_pause_waiting(dbos: Any, tmp_path: Any) -> None:
+    journal = imp_dbos.DBOSJournal()
+    run_id = f"late-{tmp_path.name}-{SESSION}"
+    gated = lambda script: imp.react("ticket -> reply", [refund], lm=imp.ScriptedLM(script))  # noqa: E731
+    await imp.call(gated(PAUSING), ticket="t", run_id=run_id, journal=journal)
+    before = len(REFUNDS)
+    with imp.deadline(0.01):
+        time.sleep(0.05)  # noqa: ASYNC251 - no checkpoint: the deadline passes before the resume starts
+        late = await imp.call(gated([]), run_id=run_id, journal=journal, decisions={"b": imp.Allow()})
+    assert late.metadata.termination_cause == "deadline_exceeded" and len(REFUNDS) == before
+    kept = await journal.pending(run_id)
+    assert kept is not None and kept.dump() == late.metadata.pending.dump()
+    done = await imp.call(gated(PAUSING[1:]), run_id=run_id, journal=journal, decisions={"b": imp.Allow()})
+    assert done.metadata.pending.ids == ("c",) and len(REFUNDS) == before + 1

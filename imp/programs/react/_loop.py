@@ -183,8 +183,13 @@ async def _last_request(spec: TurnSpec, state: TurnState, cause: TerminationCaus
     else:
         # What the reply writes: its step, and the calls of it that run.
         text = reading.text
+        runnable = (SUBMIT,) if forcing_submit else spec.last_request_tools
+        run = [c for c in reading.calls if c.name in runnable]
+        # Calls that may not run here are not recorded in the history: listed, so none is lost.
+        state.unexecuted = tuple(
+            ToolCall(c.id, c.name, redact(dict(c.arguments))) for c in reading.calls if c.name not in runnable
+        )
         if forcing_submit:
-            run = [c for c in reading.calls if c.name == SUBMIT]
             if run and text:
                 emit(Reasoning(state.step, text, True))
             step: Step | None = Step(thought=text, tool_calls=tuple(run), results=() if run or text else None)
@@ -193,12 +198,6 @@ async def _last_request(spec: TurnSpec, state: TurnState, cause: TerminationCaus
             if reading.error is not None:
                 state.errors.append(error_text(reading.error))
                 return Ending(cause=cause)
-            run = [c for c in reading.calls if c.name in spec.last_request_tools]
-            state.unexecuted = tuple(
-                ToolCall(c.id, c.name, redact(dict(c.arguments)))
-                for c in reading.calls
-                if c.name not in spec.last_request_tools
-            )
             step = None  # only tool calls that may not run, or nothing: the turn has no answer
             if run:  # the answer goes on this step once its calls ran
                 step = Step(tool_calls=tuple(run), results=())
