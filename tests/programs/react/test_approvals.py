@@ -527,6 +527,25 @@ async def test_a_last_request_whose_tool_waits_ends_with_its_own_text_once_decid
     assert [name for name, _ in RAN].count("refund") == (1 if decision == "allow" else 0)
 
 
+async def test_a_paused_last_text_the_validator_refuses_is_recorded_as_a_thought_then_the_reason() -> None:
+    # The same record as a refused last text that paused nowhere: the text is the calls' step's
+    # thought, then the reason; no step holds it as the answer, so a later call reads no answered turn.
+    def never(prediction: imp.Prediction) -> None:
+        raise imp.Retry("say how much was refunded")
+
+    last = {"reply": "Refunded o1.", "tool_calls": [call("r", "refund", order="o1", amount=20)]}
+    lm = imp.ScriptedLM([{"tool_calls": [call("a", "lookup", order="o1")]}, last])
+    agent = imp.react(SIG, [lookup, refund], lm=lm, max_iters=1, last_request_tools=["refund"], validate=never)
+    paused = await imp.call(agent, ticket="t")
+    done = await imp.call(agent, resume=_through_json(paused.metadata.pending), decisions={"r": imp.Allow()})
+    assert (done.complete, done.metadata.termination_cause) == (False, "invalid_answer")
+    history = done.metadata.history
+    assert not any("reply" in step.fields for step in history)
+    assert (history[-2].thought, [c.name for c in history[-2].calls]) == ("Refunded o1.", ["refund"])
+    assert history[-1].note == "Your answer was not accepted: say how much was refunded"
+    assert [name for name, _ in RAN].count("refund") == 1
+
+
 @pytest.mark.parametrize("decision", ["allow", "deny", "given"])
 async def test_both_loops_report_a_decided_call_once_however_it_was_decided(decision: str) -> None:
     # A resumed call is reported as a call and its result whether it ran, was denied, or was answered
