@@ -14,7 +14,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -112,9 +113,9 @@ class SQLiteSessions:
             )
 
     def delete(self, session_id: str) -> None:
-        """Forget a session."""
+        """Forget a session (one with a turn running is `imp.JournalBusy`: the turn would keep it again)."""
         db = self._connection()
-        with self._lock:
+        with self._held(session_id), self._lock:
             db.execute("DELETE FROM imp_sessions WHERE session_id = ?", (session_id,))
 
     def sessions(self) -> list[str]:
@@ -138,10 +139,16 @@ class SQLiteSessions:
         One turn of a session at a time, in this process and across processes: a second turn at once
         is a `JournalError` (it would keep the history without the first's turn)."""
         _check_id(session_id)
+        with self._held(session_id):
+            return await self._turn(session_id, program, inputs, turn, resumed)
+
+    @contextmanager
+    def _held(self, session_id: str) -> Iterator[None]:
+        """The session held by this call: in this process, then across processes (`_run_lock`)."""
         self._connection()  # the store's folder and file exist before the lock file beside them
         path = self.path.resolve()
         with one_call(str(path), session_id, "session"), one_process(path, "session", session_id):
-            return await self._turn(session_id, program, inputs, turn, resumed)
+            yield
 
     async def _turn(
         self,

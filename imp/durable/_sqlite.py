@@ -434,14 +434,19 @@ class SQLiteJournal:
                 raise
 
     def delete(self, run_id: str) -> None:
-        """Forget a run and its steps."""
+        """Forget a run and its steps (a run that is running, here or in another process, is
+        `imp.JournalBusy`: it would go on recording into a run that no longer exists)."""
         db = self._connection()
-        with self._lock:
+        with self._only(run_id), self._lock:
             db.execute("BEGIN IMMEDIATE")
-            db.execute("DELETE FROM imp_steps WHERE run_id = ?", (run_id,))
-            db.execute("DELETE FROM imp_pauses WHERE run_id = ?", (run_id,))
-            db.execute("DELETE FROM imp_runs WHERE run_id = ?", (run_id,))
-            db.execute("COMMIT")
+            try:
+                db.execute("DELETE FROM imp_steps WHERE run_id = ?", (run_id,))
+                db.execute("DELETE FROM imp_pauses WHERE run_id = ?", (run_id,))
+                db.execute("DELETE FROM imp_runs WHERE run_id = ?", (run_id,))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
 
 def _log_of(journal: SQLiteJournal, run_id: str, rows: list[Any]) -> RunLog:

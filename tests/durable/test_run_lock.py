@@ -177,3 +177,31 @@ async def test_a_session_with_a_turn_in_another_process_is_refused_until_that_pr
     here = await imp.call(_agent("here"), session_id="u7", sessions=imp.SQLiteSessions(path), ticket="t")
     assert here.complete and here.reply == "here"
     assert imp.SQLiteSessions(path).history("u7")[-1].fields["reply"] == "here"
+
+
+async def test_a_run_or_a_session_that_is_running_cannot_be_deleted_under_it(tmp_path: Path) -> None:
+    # Deleted while running, the run would go on recording into a run that no longer exists, and the
+    # session's turn would keep the session again once it ended.
+    journal, store = imp.SQLiteJournal(tmp_path / "app.db"), imp.SQLiteSessions(tmp_path / "app.db")
+    held = HeldLM([{"reply": "run"}, {"reply": "turn"}])
+    program = imp.predict("message, history: History -> reply", lm=held)
+
+    async def run() -> None:
+        await imp.call(program, message="m", history=imp.History(), run_id="r1", journal=journal)
+
+    async def turn() -> None:
+        await imp.call(program, message="m", session_id="s1", sessions=store)
+
+    for start, delete, kind in ((run, journal.delete, "run"), (turn, store.delete, "session")):
+        held.arrived, held.go = anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(start)
+            await held.arrived.wait()
+            with pytest.raises(imp.JournalBusy) as caught:
+                delete(f"{kind[0]}1")
+            assert caught.value.kind == kind
+            held.go.set()
+    assert [r.run_id for r in journal.runs()] == ["r1"] and store.sessions() == ["s1"]
+    journal.delete("r1")  # once they have ended
+    store.delete("s1")
+    assert journal.runs() == [] and store.sessions() == []
