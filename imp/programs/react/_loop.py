@@ -30,12 +30,12 @@ async def run_turn(spec: TurnSpec, state: TurnState, resumed: Resumed | None = N
     Every way out is an `Ending`, or an error no further request could cure (the caller gives it the
     history so far)."""
     if resumed is not None:
+        # A paused last request: its decided calls run, then its text answers (they do not decide).
         interrupted, text = state.last_cause, state.last_text
-        if interrupted is not None:  # the last request paused: its decided calls run, and its text answers
-            state.last_cause = state.last_text = None
-            ending = await resume_turn(spec, state, resumed, decides=False)
+        state.last_cause = state.last_text = None
+        ending = await resume_turn(spec, state, resumed, decides=interrupted is None)
+        if interrupted is not None:
             return await _accepted(spec, state, ending or _last_text(spec, state, text, interrupted, ran=True))
-        ending = await resume_turn(spec, state, resumed)
         if ending is not None:
             return ending
     rule = spec.rule
