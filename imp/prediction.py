@@ -37,7 +37,8 @@ class PredictionMetadata:
     """`"provider:model"` of the member of an `imp.fallback` chain that answered a predict's request
     (None for a plain LM: it is the one that answered)."""
     pending: Any = None
-    """A paused turn's `imp.Pending` (`termination_reason == "awaiting_approval"`), else None."""
+    """A paused turn's `imp.Pending` (`termination_reason == "awaiting_approval"`, or a resume that ran
+    nothing because its deadline had passed: the turn still waits), else None."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:

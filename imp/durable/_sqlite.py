@@ -201,9 +201,16 @@ class SQLiteJournal:
         with one_call(str(path), run_id), one_process(path, "run", run_id):
             yield
 
-    async def _segment(self, log: RunLog, segment: int, body: Callable[[], Awaitable[Any]]) -> Any:
+    async def _segment(
+        self,
+        log: RunLog,
+        segment: int,
+        body: Callable[[], Awaitable[Any]],
+        stands: Callable[[object], bool] | None = None,
+    ) -> Any:
         """Run one segment of a run (0: the call with its inputs; n: its n-th resume) in its scope; keep
-        the pause it ends with, and the run's status when it is the run's newest segment."""
+        the pause it ends with, and the run's status when it is the run's newest segment. A resume
+        whose pause `stands` (it ran nothing and handed its pending turn back) releases that pause."""
         token = current_journal_scope.set(Scope(log, segment_path(segment)))
         try:
             result = await body()
@@ -212,8 +219,11 @@ class SQLiteJournal:
             raise
         finally:
             current_journal_scope.reset(token)
-        pause = pause_of(result)
-        self._end(log.run_id, segment, "finished" if pause is None else "paused", pause)
+        if stands is not None and stands(result):
+            self._release(log.run_id, segment - 1)
+        else:
+            pause = pause_of(result)
+            self._end(log.run_id, segment, "finished" if pause is None else "paused", pause)
         if isinstance(result, Prediction):
             result = Prediction(result.fields, result.metadata.replace(replayed=log.replayed), complete=result.complete)
         return result
@@ -286,8 +296,19 @@ class SQLiteJournal:
         segment = pause.n + 1
         log = self._log(run_id)
         before = log.next_seq
+
+        def stands(result: object) -> bool:
+            # The resume ran nothing and its turn still waits (a deadline that had passed): the pause
+            # waits again, for these decisions or others, as after a refused resume.
+            return (
+                claim
+                and log.next_seq == before
+                and isinstance(result, Prediction)
+                and result.metadata.pending is resumed
+            )
+
         try:
-            return await self._segment(log, segment, lambda: body(resumed))
+            return await self._segment(log, segment, lambda: body(resumed), stands)
         except (ResumeError, TypeError):
             if claim and log.next_seq == before:  # refused before anything ran: the pause waits again
                 self._release(run_id, pause.n)

@@ -258,7 +258,7 @@ class DBOSJournal:
         resumed = to_resume(pause, given, decisions, run_id, claim)
         segment = pause.n + 1
         try:
-            return await self._segment(
+            result = await self._segment(
                 run_id, segment, program, claim_digest(pause.data, decisions), lambda: body(resumed)
             )
         except (ResumeError, TypeError):
@@ -266,6 +266,16 @@ class DBOSJournal:
                 # Refused before anything ran: the pause waits again.
                 await DBOS.delete_workflow_async(_workflow_id(run_id, segment))
             raise
+        if (
+            claim
+            and isinstance(result, Prediction)
+            and result.metadata.pending is resumed
+            and not await DBOS.list_workflow_steps_async(_workflow_id(run_id, segment))
+        ):
+            # The resume ran nothing and its turn still waits (a deadline that had passed): the pause
+            # waits again, for these decisions or others, as after a refused resume.
+            await DBOS.delete_workflow_async(_workflow_id(run_id, segment))
+        return result
 
     async def pending(self, run_id: str) -> Pending | None:
         """The pending turn the run `run_id` waits with (its newest pause, not yet resumed), or None

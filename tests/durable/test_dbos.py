@@ -171,3 +171,24 @@ async def test_refused_decisions_leave_a_dbos_pause_waiting(dbos: Any, tmp_path:
     assert (await journal.pending(run_id)) is not None and len(REFUNDS) == before
     done = await imp.call(gated(PAUSING[1:]), run_id=run_id, journal=journal, decisions={"b": imp.Deny("no")})
     assert done.metadata.pending.ids == ("c",) and len(REFUNDS) == before
+
+
+async def test_a_resume_whose_deadline_has_passed_leaves_a_dbos_pause_waiting(
+    dbos: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = imp_dbos.DBOSJournal()
+    run_id = f"late-{tmp_path.name}-{SESSION}"
+    gated = lambda script: imp.react("ticket -> reply", [refund], lm=imp.ScriptedLM(script))  # noqa: E731
+    await imp.call(gated(PAUSING), ticket="t", run_id=run_id, journal=journal)
+    before = len(REFUNDS)
+    # The deadline passes once the segment's workflow has started, as the program reads it (an
+    # `imp.deadline` already passed before the call cuts DBOS's own calls first: DeadlineExceeded).
+    monkeypatch.setattr(sys.modules["imp.programs.react._program"], "deadline_passed", lambda: True)
+    late = await imp.call(gated([]), run_id=run_id, journal=journal, decisions={"b": imp.Allow()})
+    monkeypatch.undo()
+    assert late.metadata.termination_cause == "deadline_exceeded" and len(REFUNDS) == before
+    kept = await journal.pending(run_id)
+    assert kept is not None and kept.dump() == late.metadata.pending.dump()
+    assert await dbos.get_workflow_status_async(f"{run_id}/resume-1") is None  # the pause is not claimed
+    done = await imp.call(gated(PAUSING[1:]), run_id=run_id, journal=journal, decisions={"b": imp.Allow()})
+    assert done.metadata.pending.ids == ("c",) and len(REFUNDS) == before + 1

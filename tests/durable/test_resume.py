@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,29 @@ async def test_a_missing_or_unusable_decision_runs_nothing_and_the_pause_waits_a
     assert ran("refund") == [] and [r.status for r in journal.runs()] == ["paused"]
     done = await imp.call(agent(SCRIPT[1:]), run_id="t3", journal=journal, decisions=EDIT)
     assert done.complete and ran("refund") == [{"order": "o1", "amount": 10.0}]
+
+
+@pytest.mark.parametrize("by", ["run_id", "pending"])
+async def test_a_resume_whose_deadline_has_passed_leaves_the_pause_waiting(journal: imp.SQLiteJournal, by: str) -> None:
+    await imp.call(agent(SCRIPT), ticket="t", run_id="t9", journal=journal)
+    kept = journal.pending("t9")
+    assert kept is not None
+    with imp.deadline(0.01):
+        time.sleep(0.05)  # noqa: ASYNC251 - no checkpoint: the deadline passes before the resume starts
+        late = await imp.call(agent([]), run_id="t9", journal=journal, decisions=EDIT)
+    assert late.metadata.termination_cause == "deadline_exceeded" and not late.complete and ran("refund") == []
+    # The claim is released: the run still waits with the same pause, and the pending turn handed back
+    # (or the same decisions by run id) resumes it once.
+    assert [r.status for r in journal.runs()] == ["paused"]
+    again = journal.pending("t9")
+    assert again is not None and again.dump() == kept.dump() == late.metadata.pending.dump()
+    resume = {"resume": late.metadata.pending} if by == "pending" else {}
+    done = await imp.call(agent(SCRIPT[1:]), run_id="t9", journal=journal, decisions=EDIT, **resume)
+    assert done.complete and ran("refund") == [{"order": "o1", "amount": 10.0}]
+    assert [r.status for r in journal.runs()] == ["finished"] and journal.pending("t9") is None
+    assert [s.key for s in journal.steps("t9")][-2:] == ["resume-1/0.0:b", "resume-1/1"]
+    replay = await imp.call(agent([]), run_id="t9", journal=journal, decisions=EDIT)  # replayed, run once
+    assert replay == done and len(ran("refund")) == 1
 
 
 async def test_a_denial_never_runs_the_tool(journal: imp.SQLiteJournal) -> None:

@@ -191,7 +191,26 @@ async def test_the_last_answer_of_an_interrupted_turn_is_checked_once_and_a_refu
     assert not prediction.complete and prediction.metadata.termination_reason == "incomplete"
     assert prediction.metadata.termination_cause == "invalid_answer"
     assert prediction.metadata.termination_error == ["the answer was not accepted: atlas's on-call engineer is Maya"]
-    assert prediction.metadata.history[-1].fields["contact"] == "Bob"  # the refused answer stays in the history
+    # The refused answer stays readable in the history, never as a step's outputs: a later call given
+    # the history must not read an answered episode.
+    history = prediction.metadata.history
+    assert not any("contact" in step.fields for step in history)
+    if reason == "forced_submit":
+        (call,), (result,) = history[-1].calls, history[-1].result_list()
+        assert call.name == "submit" and call.arguments["contact"] == "Bob"
+        assert result.outcome == "refused" and result.result is None
+        assert (
+            result.error
+            == "submit was not accepted: atlas's on-call engineer is Maya. Correct the outputs and call submit again."
+        )
+    else:
+        assert history[-1].note is not None and '"contact": "Bob"' in history[-1].note
+        assert history[-1].note.endswith("was not accepted: atlas's on-call engineer is Maya")
+    later = imp.ScriptedLM([_submit("n", "Maya")])
+    again = await imp.call(agent.with_lm(later), ticket="t2", history=history)
+    assert again.complete and again.contact == "Maya"
+    sent = "\n".join(str(m.get("content")) for m in later.requests[0].messages)
+    assert "not accepted: atlas's on-call engineer is Maya" in sent, "the next call reads the refusal"
 
     accepted = (
         [*replies[:-1], _submit("f", "Maya")]
@@ -219,6 +238,44 @@ async def test_a_refused_last_text_leaves_the_turn_incomplete() -> None:
     assert seen == ["no"] and not prediction.complete
     assert prediction.metadata.termination_cause == "invalid_answer"
     assert prediction.metadata.termination_error == ["the answer was not accepted: answer yes"]
+    # Recorded as the loop records a refused text answer: a thought, then the reason; never the answer.
+    history = prediction.metadata.history
+    assert not any("answer" in step.fields for step in history)
+    assert (history[-2].thought, history[-1].note) == ("no", "Your answer was not accepted: answer yes")
+
+
+def yes(prediction: imp.Prediction) -> None:
+    if prediction.answer != "yes":
+        raise imp.Retry("answer yes")
+
+
+@pytest.mark.parametrize(
+    ("sig", "replies", "validate", "refusal"),
+    [
+        (TEAM, [LOOKUP, _submit("f", "Bob")], maya, "submit was not accepted: atlas's on-call engineer is Maya."),
+        (TEAM, [LOOKUP, "I would say Bob.", EXTRACTED], maya, "was not accepted: atlas's on-call engineer is Maya"),
+        ("question -> answer", [LOOKUP, "no"], yes, "Your answer was not accepted: answer yes"),
+    ],
+    ids=["forced_submit", "extracted", "last_text"],
+)
+async def test_a_session_s_next_turn_after_a_refused_last_answer_reads_the_refusal(
+    tmp_path: Any, sig: Any, replies: list[Any], validate: Any, refusal: str
+) -> None:
+    sessions = imp.SQLiteSessions(tmp_path / "s.db")
+    agent = imp.react(sig, [lookup], lm=imp.ScriptedLM(replies), validate=validate, max_iters=1)
+    inputs = {"ticket": "t"} if sig is TEAM else {"question": "q"}
+    first = await imp.call(agent, session_id="s", sessions=sessions, **inputs)
+    assert first.metadata.termination_cause == "invalid_answer"
+    outputs = list(agent.signature.outputs)
+    kept = sessions.history("s")
+    assert not any(all(k in step.fields for k in outputs) for step in kept), "the session holds no answered episode"
+    later = imp.ScriptedLM([_submit("n", "Maya") if sig is TEAM else "yes"])
+    second = await imp.call(agent.with_lm(later), session_id="s", sessions=sessions, **inputs)
+    assert second.complete
+    sent = "\n".join(str(m.get("content")) for m in later.requests[0].messages)
+    assert refusal in sent, "the next turn sends the refusal, not an accepted answer"
+    if sig is TEAM:  # the refused outputs are still there for the model to read
+        assert "Bob" in sent or "Bob" in str(later.requests[0].messages)
 
 
 async def test_a_function_program_takes_a_validator() -> None:

@@ -3,6 +3,7 @@ gets one last request, whose reply the loop reads, records and acts on here too.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from imp._redact import redact
@@ -15,7 +16,7 @@ from imp.programs.react._request import Failure, ask, error_text
 from imp.programs.react._resume import Resumed, resume_turn
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, TerminationCause, TurnState
-from imp.programs.react._tools import act, by_deadline
+from imp.programs.react._tools import act, by_deadline, refused_submit
 from imp.records import plain
 from imp.runtime.deadline import deadline_passed
 from imp.runtime.events import Reasoning
@@ -29,12 +30,12 @@ async def run_turn(spec: TurnSpec, state: TurnState, resumed: Resumed | None = N
     Every way out is an `Ending`, or an error no further request could cure (the caller gives it the
     history so far)."""
     if resumed is not None:
+        # A paused last request: its decided calls run, then its text answers (they do not decide).
         interrupted, text = state.last_cause, state.last_text
-        if interrupted is not None:  # the last request paused: its decided calls run, and its text answers
-            state.last_cause = state.last_text = None
-            ending = await resume_turn(spec, state, resumed, decides=False)
+        state.last_cause = state.last_text = None
+        ending = await resume_turn(spec, state, resumed, decides=interrupted is None)
+        if interrupted is not None:
             return await _accepted(spec, state, ending or _last_text(spec, state, text, interrupted, ran=True))
-        ending = await resume_turn(spec, state, resumed)
         if ending is not None:
             return ending
     rule = spec.rule
@@ -122,8 +123,30 @@ async def _accepted(spec: TurnSpec, state: TurnState, ending: Ending) -> Ending:
         if reason is not None:
             state.refused.append({"outputs": plain(ending.outputs), "reason": reason})
             state.errors.append(f"the answer was not accepted: {reason}")
+            _record_refusal(spec, state, ending, reason)
             return Ending(cause="invalid_answer")
     return ending
+
+
+def _record_refusal(spec: TurnSpec, state: TurnState, ending: Ending, reason: str) -> None:
+    """Record a refused last answer as a refusal in an ordinary step is recorded, never as the step's
+    outputs (a later call given the history would read an answered episode): the forced `submit`'s
+    result is the refusal; the last text is a thought, then the reason; the extracted answer is a note
+    with the reason. The refused values stay readable (the call's arguments, the thought, the note)."""
+    assert ending.outputs is not None
+    step = state.steps[-1]
+    kept = {k: v for k, v in step.fields.items() if k not in spec.task.outputs}
+    if ending.reason == "forced_submit":
+        state.steps[-1] = replace(step, fields=kept, results=refused_submit(step.calls, step.result_list(), reason))
+    elif ending.reason == "last_text":
+        text = ending.outputs[spec.rule.text_field]
+        state.steps[-1] = replace(step, fields=kept, thought=text if step.thought is None else step.thought)
+        state.add(Step(note=f"Your answer was not accepted: {reason}", tool_calls=(), results=()))
+    else:  # extracted: the step the extractor's answer was put on
+        assert ending.reason == "extracted", ending.reason
+        values = json.dumps(plain(ending.outputs), ensure_ascii=False, default=str)
+        note = f"The answer read from this turn, {values}, was not accepted: {reason}"
+        state.steps[-1] = replace(step, fields=kept, note=note)
 
 
 def _last_text(spec: TurnSpec, state: TurnState, text: str | None, cause: TerminationCause, *, ran: bool) -> Ending:
@@ -160,8 +183,13 @@ async def _last_request(spec: TurnSpec, state: TurnState, cause: TerminationCaus
     else:
         # What the reply writes: its step, and the calls of it that run.
         text = reading.text
+        runnable = (SUBMIT,) if forcing_submit else spec.last_request_tools
+        run = [c for c in reading.calls if c.name in runnable]
+        # Calls that may not run here are not recorded in the history: listed, so none is lost.
+        state.unexecuted = tuple(
+            ToolCall(c.id, c.name, redact(dict(c.arguments))) for c in reading.calls if c.name not in runnable
+        )
         if forcing_submit:
-            run = [c for c in reading.calls if c.name == SUBMIT]
             if run and text:
                 emit(Reasoning(state.step, text, True))
             step: Step | None = Step(thought=text, tool_calls=tuple(run), results=() if run or text else None)
@@ -170,12 +198,6 @@ async def _last_request(spec: TurnSpec, state: TurnState, cause: TerminationCaus
             if reading.error is not None:
                 state.errors.append(error_text(reading.error))
                 return Ending(cause=cause)
-            run = [c for c in reading.calls if c.name in spec.last_request_tools]
-            state.unexecuted = tuple(
-                ToolCall(c.id, c.name, redact(dict(c.arguments)))
-                for c in reading.calls
-                if c.name not in spec.last_request_tools
-            )
             step = None  # only tool calls that may not run, or nothing: the turn has no answer
             if run:  # the answer goes on this step once its calls ran
                 step = Step(tool_calls=tuple(run), results=())

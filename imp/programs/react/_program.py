@@ -31,6 +31,7 @@ from imp.programs.react._state import (
     CALLS_FIELD,
     SUBMIT,
     THOUGHT_FIELD,
+    Ending,
     FinishMode,
     FinishOn,
     HistoryReplay,
@@ -38,7 +39,7 @@ from imp.programs.react._state import (
 )
 from imp.programs.react._tools import check_outputs
 from imp.runtime.budget import BudgetExceeded, reserve_tool_calls
-from imp.runtime.deadline import self_ending
+from imp.runtime.deadline import deadline_passed, self_ending
 from imp.runtime.usage import track_usage
 from imp.settings import settings
 from imp.signature import Field, Signature, SignatureLike, as_signature
@@ -259,29 +260,34 @@ class ReAct(ToolLoop, Program):
                 return await self.acall(inputs, **call_options)
         resume, decisions = resume_options("imp.react", call_options)
         resumed: Resumed | None = None
+        stands = False
         if resume is None:
             control = _control_of(inputs, self.signature)
             spec, state = self.start(inputs)
         else:
             spec, state, paused, control = self._resumed(inputs, resume)
             resumed = Resumed(paused, resolve_decisions(resume, decisions, spec.roster()))
-            try:
-                reserve_tool_calls(len(resumed.resolution.run))  # the resuming call's budget governs what it runs
-            except BudgetExceeded as exc:  # refused before anything ran: the turn so far, as any stopped turn
-                exc.history = state.recorded(spec.base)
-                raise
-            resume.claim()
+            # A deadline already passed: no decided call may run, so the turn still waits and the same
+            # pending turn (unclaimed, unreserved) is handed back, usable again with a later deadline.
+            stands = bool(resumed.resolution.run) and deadline_passed()
+            if not stands:
+                try:
+                    reserve_tool_calls(len(resumed.resolution.run))  # the resuming call's budget governs what it runs
+                except BudgetExceeded as exc:  # refused before anything ran: the turn so far, as any stopped turn
+                    exc.history = state.recorded(spec.base)
+                    raise
+                resume.claim()
         # The loop ends itself at the deadline, so the deadline's backstop waits for it.
         with track_usage() as usage, self_ending():
             try:
-                ending = await run_turn(spec, state, resumed)
+                ending = Ending(cause="deadline_exceeded") if stands else await run_turn(spec, state, resumed)
             except (LMError, ReActStepError, ExecutionCancelled, ValidationFailed, BudgetExceeded) as exc:
                 exc.history = state.recorded(spec.base)  # what the turn did before the error ended it
                 raise
             finally:
                 state.recorded(spec.base)  # the call's inputs are kept even when no step recorded them
         complete = ending.reason not in ("incomplete", "awaiting_approval")
-        pending = None
+        pending = resume if stands else None
         if ending.reason == "awaiting_approval":
             last = state.steps[-1]
             kept = {

@@ -21,7 +21,17 @@ from imp.signature import Signature
 from imp.tools import Tool, ToolError, forward_tool_event, run_tool_calls
 from imp.values import CoercionError, coerce_value
 
-__all__ = ["Ran", "act", "by_deadline", "check_outputs", "decide", "run_calls", "settle", "validate_submit"]
+__all__ = [
+    "Ran",
+    "act",
+    "by_deadline",
+    "check_outputs",
+    "decide",
+    "refused_submit",
+    "run_calls",
+    "settle",
+    "validate_submit",
+]
 
 
 @contextmanager
@@ -122,13 +132,19 @@ async def validate_submit(
     )
     if reason is None:
         return ending, results
+    return None, refused_submit(calls, results, reason)
+
+
+def refused_submit(calls: Sequence[ToolCall], results: Sequence[ToolResult], reason: str) -> tuple[ToolResult, ...]:
+    """The results with the accepted `submit`'s turned into the validator's refusal, as the model reads it
+    (its outputs stay readable in the call's arguments)."""
     checked = list(results)
     for index, (call, result) in enumerate(zip(calls, results, strict=True)):
         if call.name == SUBMIT and result.ok:
             text = f"{SUBMIT} was not accepted: {reason.rstrip('.')}. Correct the outputs and call {SUBMIT} again."
             checked[index] = ToolResult(call.id, call.name, None, "refused", text)
             break
-    return None, tuple(checked)
+    return tuple(checked)
 
 
 async def act(

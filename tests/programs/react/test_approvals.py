@@ -280,6 +280,18 @@ async def test_a_resume_whose_deadline_has_passed_runs_nothing() -> None:
         done = await imp.call(agent, resume=pending, decisions={"b": imp.Allow()})
     assert done.metadata.termination_cause == "deadline_exceeded" and not done.complete
     assert not any(name == "refund" for name, _ in RAN)
+    # Nothing ran, so the turn still waits: its pending turn comes back, usable again (as is the value
+    # given, which this resume did not use up), the call still `deferred` in the history.
+    again = done.metadata.pending
+    assert again is not None and again.ids == ("b",) and done.metadata.termination_reason == "incomplete"
+    assert [r.outcome for r in done.metadata.history[-1].result_list()] == ["result", "deferred", "result"]
+    assert done.metadata.usage.requests == 0
+    assert _through_json(again).dump() == _through_json(pending).dump()
+    finished = await imp.call(agent, resume=again, decisions={"b": imp.Allow()})
+    assert finished.complete and finished.reply == "never"
+    assert [name for name, _ in RAN].count("refund") == 1
+    with pytest.raises(imp.ResumeError, match="already resumed"):  # used now: its approved call ran
+        await imp.call(agent, resume=again, decisions={"b": imp.Allow()})
 
 
 async def test_resume_takes_a_pending_of_its_own_kind_and_no_new_inputs() -> None:
@@ -513,6 +525,25 @@ async def test_a_last_request_whose_tool_waits_ends_with_its_own_text_once_decid
     assert newest["reply"] == "Refunded o1."
     assert [r.outcome for r in newest.results] == (["result"] if decision == "allow" else ["refused"])
     assert [name for name, _ in RAN].count("refund") == (1 if decision == "allow" else 0)
+
+
+async def test_a_paused_last_text_the_validator_refuses_is_recorded_as_a_thought_then_the_reason() -> None:
+    # The same record as a refused last text that paused nowhere: the text is the calls' step's
+    # thought, then the reason; no step holds it as the answer, so a later call reads no answered turn.
+    def never(prediction: imp.Prediction) -> None:
+        raise imp.Retry("say how much was refunded")
+
+    last = {"reply": "Refunded o1.", "tool_calls": [call("r", "refund", order="o1", amount=20)]}
+    lm = imp.ScriptedLM([{"tool_calls": [call("a", "lookup", order="o1")]}, last])
+    agent = imp.react(SIG, [lookup, refund], lm=lm, max_iters=1, last_request_tools=["refund"], validate=never)
+    paused = await imp.call(agent, ticket="t")
+    done = await imp.call(agent, resume=_through_json(paused.metadata.pending), decisions={"r": imp.Allow()})
+    assert (done.complete, done.metadata.termination_cause) == (False, "invalid_answer")
+    history = done.metadata.history
+    assert not any("reply" in step.fields for step in history)
+    assert (history[-2].thought, [c.name for c in history[-2].calls]) == ("Refunded o1.", ["refund"])
+    assert history[-1].note == "Your answer was not accepted: say how much was refunded"
+    assert [name for name, _ in RAN].count("refund") == 1
 
 
 @pytest.mark.parametrize("decision", ["allow", "deny", "given"])

@@ -56,6 +56,31 @@ async def test_the_last_text_that_only_calls_lists_them_unexecuted() -> None:
     assert [c.name for c in prediction.metadata.unexecuted_tool_calls] == ["on_call"]
 
 
+SUBMIT_MAYA = {"name": "submit", "arguments": {"team": "atlas", "contact": "Maya"}}
+PAGE = {"name": "on_call", "arguments": {"team": "harbor"}, "id": "p1"}
+EXTRACTED = {"reasoning": "from the history", "team": "atlas", "contact": "Maya"}
+
+
+@pytest.mark.parametrize(
+    ("last", "reason"),
+    [([PAGE, SUBMIT_MAYA], "forced_submit"), ([PAGE], "extracted")],
+    ids=["beside-submit", "without-submit"],
+)
+async def test_the_forced_submit_lists_the_calls_it_does_not_run_unexecuted(last: list[Any], reason: str) -> None:
+    # Only `submit` runs in the forced request; a call to another tool is neither run nor recorded in
+    # the history, so it is listed, as the last text lists its calls: nothing the model asked is lost.
+    replies: list[Any] = [ON_CALL_ATLAS, {"tool_calls": last}]
+    if reason == "extracted":
+        replies.append(EXTRACTED)
+    lm = imp.ScriptedLM(replies)
+    agent = imp.react("ticket -> team, contact", [on_call], lm=lm, max_iters=1)
+    prediction = await imp.call(agent, ticket=TICKET)
+    assert prediction.metadata.termination_reason == reason and prediction.contact == "Maya"
+    unexecuted = prediction.metadata.unexecuted_tool_calls
+    assert [(c.id, c.name, dict(c.arguments)) for c in unexecuted] == [("p1", "on_call", {"team": "harbor"})]
+    assert sum(1 for step in prediction.metadata.history for c in step.calls if c.id == "p1") == 0
+
+
 # --- a provider error no further request can cure ---------------------------------------
 
 

@@ -179,8 +179,11 @@ async def test_every_row_of_the_termination_tables(name: str, adapter: Adapter, 
     assert history[0]["ticket"] == "We were charged twice.", "the inputs are kept on every ending"
     if complete:
         assert {k: history[-1].fields.get(k) for k in outputs} == row.answer, "the history ends with the answer"
-    elif row.cause == "invalid_answer":
-        assert history[-1].fields == {"team": "atlas", "contact": "Maya"}, "the refused answer stays in the history"
+    elif row.cause == "invalid_answer":  # the refused `submit` is recorded refused, its outputs in its arguments
+        (refused,) = history[-1].result_list()
+        assert refused.outcome == "refused" and "not accepted: ask again" in str(refused.error)
+        assert dict(history[-1].calls[0].arguments) == {"team": "atlas", "contact": "Maya"}
+        assert not any(all(k in step.fields for k in outputs) for step in history), "no step holds the refused answer"
     else:
         assert not all(k in history[-1].fields for k in outputs), "an unanswered turn records no answer"
     if row.error is None:
