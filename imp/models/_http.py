@@ -22,7 +22,6 @@ from typing import Any, ClassVar, Unpack, cast
 from imp._redact import redact, redact_text
 from imp.errors import (
     AuthenticationError,
-    ConnectionFailed,
     ContentFiltered,
     DeadlineExceeded,
     LMError,
@@ -63,7 +62,7 @@ from imp.models._transport import (
 from imp.models._wire import forces_tool
 from imp.models.base import LM, LMCapabilities, LMResponse, Message, StreamEvent
 from imp.models.cache import ResponseCache, cache_key, resolve_cache
-from imp.models.errors import classify_error, error_from_payload, safe_url
+from imp.models.errors import at_deadline, classify_error, error_from_payload, transport_error
 from imp.models.retry import RetryPolicy, call_with_retries, with_max_retries
 from imp.runtime.budget import open_budgets
 from imp.runtime.deadline import time_left
@@ -356,7 +355,7 @@ class HTTPLM(LM):
                         assert event.response is not None
                         final = self._finalise(event.response)
             except HTTPFailure as failure:
-                if _deadline_passed(failure.kind):
+                if at_deadline(failure.kind):
                     raise DeadlineExceeded("the deadline passed while the stream was being read") from None
                 raise StreamBroken(
                     redact_text(
@@ -526,17 +525,7 @@ class HTTPLM(LM):
             raise malformed(exc, "a response body", text, provider=self.provider, secrets=self.secrets) from None
 
     def _failure(self, failure: HTTPFailure) -> LMError | DeadlineExceeded:
-        if _deadline_passed(failure.kind):
-            return DeadlineExceeded("the deadline passed while waiting for the provider")
-        if failure.kind == "client":
-            return LMError(redact_text(str(failure), self.secrets), provider=self.provider, code="http_client")
-        message = redact_text(f"request failed ({failure.kind}): {failure} (POST {safe_url(self.url)})", self.secrets)
-        return ConnectionFailed(
-            message,
-            provider=self.provider,
-            code=f"{failure.kind}_error",
-            url=redact_text(safe_url(self.url), self.secrets),
-        )
+        return transport_error(failure.kind, str(failure), provider=self.provider, secrets=self.secrets, url=self.url)
 
     def _finalise(self, response: LMResponse) -> LMResponse:
         """Price and record usage, then refuse a content-filtered completion (it was billed all the same)."""
@@ -587,12 +576,3 @@ def _leave(gate: RequestGate | None, ticket: object) -> None:
     """Give a request's slot back to the gate (when there is one)."""
     if gate is not None:
         gate.leave(ticket)
-
-
-def _deadline_passed(kind: str) -> bool:
-    """Whether a transport failure came at the deadline: then it is the deadline's, never a retry.
-
-    The read timeout is capped by the time left, so a timeout within 50 ms of the deadline is it.
-    """
-    left = time_left()
-    return left is not None and (left <= 0.0 or (kind == "timeout" and left <= 0.05))

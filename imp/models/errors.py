@@ -19,7 +19,9 @@ from imp._redact import is_secret_query_key, redact, redact_text
 from imp.errors import (
     QUOTA_CODES,
     BadRequest,
+    ConnectionFailed,
     ContextWindowExceeded,
+    DeadlineExceeded,
     LMError,
     NotFound,
     ProviderUnavailable,
@@ -29,8 +31,10 @@ from imp.errors import (
     lm_error_kind,
 )
 from imp.media import shorten_base64
+from imp.runtime.deadline import time_left
 
 __all__ = [
+    "at_deadline",
     "classify_error",
     "error_from_payload",
     "is_context_window_message",
@@ -38,6 +42,7 @@ __all__ = [
     "parse_retry_after",
     "rejected_option",
     "safe_url",
+    "transport_error",
 ]
 
 _QUOTA_CODES = QUOTA_CODES
@@ -386,3 +391,25 @@ def classify_error(
         raw_text=None if body is not None else text,
         url=url,
     )
+
+
+def at_deadline(kind: str) -> bool:
+    """Whether a transport failure came at the deadline: then it is the deadline's, never a retry.
+
+    The read timeout is capped by the time left, so a timeout within 50 ms of the deadline is it.
+    """
+    left = time_left()
+    return left is not None and (left <= 0.0 or (kind == "timeout" and left <= 0.05))
+
+
+def transport_error(
+    kind: str, detail: str, *, provider: str, secrets: tuple[str, ...], url: str
+) -> LMError | DeadlineExceeded:
+    """The error for a request that got no (whole) response (`_transport.HTTPFailure`): the deadline's,
+    the HTTP client's own (`http_client`), or `ConnectionFailed` naming the kind (retryable)."""
+    if at_deadline(kind):
+        return DeadlineExceeded("the deadline passed while waiting for the provider")
+    if kind == "client":
+        return LMError(redact_text(detail, secrets), provider=provider, code="http_client")
+    message = redact_text(f"request failed ({kind}): {detail} (POST {safe_url(url)})", secrets)
+    return ConnectionFailed(message, provider=provider, code=f"{kind}_error", url=redact_text(safe_url(url), secrets))
