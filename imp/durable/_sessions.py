@@ -137,7 +137,7 @@ class SQLiteSessions:
         """One turn of the session: the program's history input filled, the new turn kept after it. A
         resumed turn (paused awaiting approval) holds its history: the session keeps what it ends with.
         One turn of a session at a time, in this process and across processes: a second turn at once
-        is a `JournalError` (it would keep the history without the first's turn)."""
+        is `imp.JournalBusy` (it would keep the history without the first's turn)."""
         _check_id(session_id)
         with self._held(session_id):
             return await self._turn(session_id, program, inputs, turn, resumed)

@@ -21,6 +21,7 @@ __all__ = [
     "current_deadline",
     "deadline",
     "deadline_passed",
+    "fail_at_deadline",
     "self_ending",
     "time_left",
     "within_deadline",
@@ -182,6 +183,19 @@ async def within_deadline() -> AsyncIterator[None]:
         yield
         return
     with _cancel_at(at, _given.get() or max(0.0, at - time.monotonic()), ()):
+        yield
+
+
+@contextmanager
+def fail_at_deadline() -> Iterator[None]:
+    """A scope that raises `TimeoutError` at the deadline (none without one): for work that ends itself
+    there (a react turn returns what it has), so everything it awaits, a user's validator included,
+    is bounded too."""
+    left = time_left()
+    if left is None:
+        yield
+        return
+    with anyio.fail_after(left):
         yield
 
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
 from typing import Any
-
-import anyio
 
 from imp.errors import AdapterParseError, LMError, ReActStepError
 from imp.history import Step, format_tool_result
@@ -18,7 +15,7 @@ from imp.programs.predict import ChainOfThought
 from imp.programs.react._request import Request, ends_turn, error_text
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, TerminationCause, TurnState
-from imp.runtime.deadline import time_left
+from imp.runtime.deadline import fail_at_deadline
 from imp.signature import Field, Signature
 from imp.tools import Tool
 from imp.values import render_value
@@ -63,9 +60,8 @@ async def extract(spec: TurnSpec, state: TurnState, cause: TerminationCause) -> 
         name="ReActExtract",
     )
     extractor = ChainOfThought.build(extractor_sig, lm=spec.lm, adapter=spec.adapter)
-    left = time_left()
     try:
-        with anyio.fail_after(left) if left is not None else nullcontext():
+        with fail_at_deadline():
             tap = any_tap()
             if tap is None:
                 prediction = await extractor.acall(values)

@@ -16,9 +16,9 @@ from imp.programs.react._request import Failure, ask, error_text
 from imp.programs.react._resume import Resumed, resume_turn
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, TerminationCause, TurnState
-from imp.programs.react._tools import act, by_deadline, refused_submit
+from imp.programs.react._tools import act, refused_submit
 from imp.records import plain
-from imp.runtime.deadline import deadline_passed
+from imp.runtime.deadline import deadline_passed, fail_at_deadline
 from imp.runtime.events import Reasoning
 from imp.runtime.run import emit
 
@@ -75,7 +75,7 @@ async def run_turn(spec: TurnSpec, state: TurnState, resumed: Resumed | None = N
         if rule.kind == "text_answer":
             if spec.validate is not None:
                 try:
-                    with by_deadline():
+                    with fail_at_deadline():
                         why = await refusal(
                             spec.validate,
                             {rule.text_field: reading.text},
@@ -116,7 +116,7 @@ async def _accepted(spec: TurnSpec, state: TurnState, ending: Ending) -> Ending:
     answer leaves the turn incomplete (`invalid_answer`), with the reason."""
     if ending.outputs is not None and spec.validate is not None:
         try:
-            with by_deadline():
+            with fail_at_deadline():
                 reason = await check(spec.validate, Prediction(dict(ending.outputs)))
         except TimeoutError:  # the deadline passed while the validator read the answer
             return Ending(cause="deadline_exceeded")

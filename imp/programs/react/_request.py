@@ -9,8 +9,6 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
 from imp._redact import redact_text
 from imp.errors import (
     AuthenticationError,
@@ -29,7 +27,7 @@ from imp.programs.react._messages import step_messages
 from imp.programs.react._reading import Reading, read_reply
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, TerminationCause, TurnState
-from imp.runtime.deadline import time_left
+from imp.runtime.deadline import fail_at_deadline
 from imp.runtime.events import ContextProjected
 from imp.runtime.run import emit
 from imp.tools import Tool
@@ -147,9 +145,8 @@ async def _send(spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool], re
         request_options.update({"tools": [t.spec() for t in tools], "tool_choice": "auto"})
         if request.options:
             request_options.update(request.options)
-    left = time_left()
     try:
-        with anyio.fail_after(left) if left is not None else nullcontext():
+        with fail_at_deadline():
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception(reducible),
                 stop=stop_after_attempt(MAX_PROJECTION_RETRIES + 1),

@@ -11,10 +11,7 @@ and the loop continues.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
-
-import anyio
 
 from imp.errors import ResumeError
 from imp.history import Step, ToolCall, ToolResult
@@ -22,7 +19,7 @@ from imp.programs.pending import Pending, Resolution
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import Ending, TurnState
 from imp.programs.react._tools import settle
-from imp.runtime.deadline import deadline_passed, time_left
+from imp.runtime.deadline import deadline_passed, fail_at_deadline
 from imp.runtime.run import current_run
 from imp.tools import ToolEvent, forward_tool_event, run_tool_calls
 
@@ -76,10 +73,9 @@ async def resume_turn(spec: TurnSpec, state: TurnState, resumed: Resumed, *, dec
     ran: list[ToolResult] = []
     timed_out = False
     run = current_run()
-    left = time_left()
     try:
         if resolution.run and not deadline_passed():
-            with anyio.fail_after(left) if left is not None else nullcontext():
+            with fail_at_deadline():
                 await run_tool_calls(
                     list(resolution.run),
                     spec.roster(),

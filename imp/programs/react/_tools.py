@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-
-import anyio
 
 from imp.history import ToolCall, ToolResult
 from imp.programs._tool_loop import waits
@@ -15,7 +12,7 @@ from imp.programs._validate import refusal
 from imp.programs.react._spec import TurnSpec
 from imp.programs.react._state import SUBMIT, Ending, Finish, TurnState
 from imp.runtime.budget import reserve_tool_calls
-from imp.runtime.deadline import time_left
+from imp.runtime.deadline import fail_at_deadline
 from imp.runtime.run import current_run
 from imp.signature import Signature
 from imp.tools import Tool, ToolError, forward_tool_event, run_tool_calls
@@ -24,7 +21,6 @@ from imp.values import CoercionError, coerce_value
 __all__ = [
     "Ran",
     "act",
-    "by_deadline",
     "check_outputs",
     "decide",
     "refused_submit",
@@ -32,15 +28,6 @@ __all__ = [
     "settle",
     "validate_submit",
 ]
-
-
-@contextmanager
-def by_deadline() -> Iterator[None]:
-    """A scope that times out at the deadline (`TimeoutError`): the loop ends itself there, as the
-    deadline's backstop waits for it, so whatever it awaits of the user's (a validator) is bounded too."""
-    left = time_left()
-    with anyio.fail_after(left) if left is not None else nullcontext():
-        yield
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +47,11 @@ async def run_calls(spec: TurnSpec, state: TurnState, roster: Mapping[str, Tool]
     """
     run = current_run()
     results: list[ToolResult] = []
-    left = time_left()
     try:
         # The loop's own `submit` is free, and a call that waits for approval does not run now: the
         # resumed call reserves it when it runs, so it is counted once.
         reserve_tool_calls(sum(1 for call in calls if call.name != SUBMIT and not waits(roster, call.name)))
-        with anyio.fail_after(left) if left is not None else nullcontext():
+        with fail_at_deadline():
             await run_tool_calls(
                 list(calls),
                 roster,
@@ -186,7 +172,7 @@ async def settle(
     ending, results = decide(spec, calls, results) if decides else (None, results)
     if ending is not None and ending.reason == "submit" and spec.validate is not None and re_asks:
         try:
-            with by_deadline():
+            with fail_at_deadline():
                 ending, results = await validate_submit(spec, state, calls, results, ending)
         except TimeoutError:  # the deadline passed while the validator read the answer
             state.steps[-1] = replace(step, results=results)
