@@ -43,6 +43,10 @@ async def _under_deadline[T](work: Callable[[], Awaitable[T]]) -> T:
         return await work()
 
 
+_WAKE_SECONDS = 0.1
+"""How often a thread waiting for a sync call wakes to run a pending Ctrl-C."""
+
+
 class _Helper[T]:
     """The work's state on the helper thread: its result, its error, and how to cancel it."""
 
@@ -96,7 +100,11 @@ def _on_helper_thread[T](work: Callable[[], Awaitable[T]], library: str) -> T:
     try:
         # Inside the `try`: a Ctrl-C can land while `start()` waits for the thread to begin.
         thread.start()
-        helper.done.wait()
+        # In short waits, not one: a Ctrl-C that lands just before this thread blocks on the event's
+        # lock does not wake it (the signal came before the wait), and would be raised only when the
+        # work ended. Between two waits the interpreter runs the pending handler.
+        while not helper.done.wait(_WAKE_SECONDS):
+            pass
     except KeyboardInterrupt:
         helper.cancel()
         helper.done.wait()
